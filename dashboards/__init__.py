@@ -1,0 +1,1 @@
+"""Altair chart builders and the report template."""

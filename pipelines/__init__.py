@@ -1,0 +1,1 @@
+"""Fleet telemetry analytics for recommendation-model training: the Dagster code location and library."""

@@ -1,0 +1,180 @@
+"""The `fleet` command: demo, synth, run, ui."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from pipelines.lib.paths import PROJECT_ROOT, DataHome
+
+DEMO_DAYS = 5
+DEMO_RUNS_PER_DAY = 110
+DEMO_SEED = 2021
+
+
+def _days(start: str | None, n: int) -> list[str]:
+    """``n`` consecutive UTC days from ``start``; by default the ``n`` days that ended yesterday."""
+    if n < 1:
+        raise SystemExit("fleet: --days must be at least 1")
+    if start:
+        try:
+            first = dt.date.fromisoformat(start)
+        except ValueError:
+            raise SystemExit(f"fleet: --start {start!r} is not a date YYYY-MM-DD") from None
+    else:
+        first = dt.datetime.now(dt.timezone.utc).date() - dt.timedelta(days=n)
+    return [(first + dt.timedelta(days=i)).isoformat() for i in range(n)]
+
+
+def synthesize(out: Path, days: list[str], runs_per_day: int, seed: int, fmt: str, source: str = "synthetic",
+               gzip_level: int | None = None, quiet: bool = False) -> dict:
+    """Write a synthetic fleet into landing folder ``out``; returns counts."""
+    from synthetic_fleet.catalog import load_hardware, load_models
+    from synthetic_fleet.sampler import sample_day
+    from synthetic_fleet.writers import write_day
+
+    home_catalog = DataHome.resolve().user_catalog_dir
+    hw, models = load_hardware(home_catalog / "hardware.yaml"), load_models(home_catalog / "models.yaml")
+    totals = {"days": len(days), "runs": 0, "samples": 0, "files": []}
+    for i, day in enumerate(days, 1):
+        t = time.perf_counter()
+        fleet = sample_day(day, runs_per_day, seed, hw, models)
+        paths = write_day(fleet, out, source=source, fmt=fmt, gzip_level=gzip_level)
+        totals["runs"] += fleet.runs.height
+        totals["samples"] += fleet.samples.height
+        totals["files"] += [str(p) for p in paths]
+        if not quiet:
+            print(f"  [{i}/{len(days)}] {day}: {fleet.runs.height} runs, {fleet.samples.height:,} samples "
+                  f"({time.perf_counter() - t:.1f} s)", flush=True)
+    return totals
+
+
+def cmd_synth(args: argparse.Namespace) -> int:
+    days = _days(args.start, args.days)
+    out = Path(args.out).resolve() if args.out else DataHome.resolve().landing
+    totals = synthesize(out, days, args.runs_per_day, args.seed, args.format, args.source,
+                        gzip_level=6 if args.gzip else None, quiet=args.json)
+    if args.json:
+        print(json.dumps(totals, indent=2))
+    else:
+        print(f"wrote {totals['runs']} runs and {totals['samples']:,} samples over {len(days)} days to {out}")
+    return 0
+
+
+def _summary(home: DataHome) -> dict:
+    import duckdb
+
+    con = duckdb.connect(str(home.catalog_path), read_only=True)
+    try:
+        one = lambda q: con.execute(q).fetchone()[0]  # noqa: E731
+        return {
+            "runs": one("SELECT count(*) FROM runs"),
+            "samples": one("SELECT count(*) FROM utilisation_samples"),
+            "rows_quarantined": one("SELECT coalesce(sum(rows_quarantined), 0) FROM ingest_ledger"),
+            "landing_files": one("SELECT count(*) FROM ingest_ledger"),
+        }
+    finally:
+        con.close()
+
+
+def cmd_run(args: argparse.Namespace, days: list[str] | None = None) -> int:
+    from pipelines.lib.ingest import landing_days
+    from pipelines.orchestrate import run_pipeline
+
+    home = DataHome.resolve(args.home)
+    days = days or (_days(args.start, args.days) if args.start else landing_days(home))
+    if not days:
+        print(f"fleet: no landing days under {home.landing}; run `fleet synth` or deliver files first", file=sys.stderr)
+        return 2
+    print(f"materialising {len(days)} day(s) into {home.root}", flush=True)
+    result = run_pipeline(home, days, progress=lambda m: print(m, flush=True))
+    summary = _summary(home)
+    print(f"\nreport:  {home.report_path}\ncatalog: {home.catalog_path}")
+    print(f"runs {summary['runs']:,} · samples {summary['samples']:,} · quarantined rows {summary['rows_quarantined']:,}"
+          f" · landing files {summary['landing_files']} · wall time {result.seconds:.1f} s")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    start = time.perf_counter()
+    home = DataHome.resolve(args.home)
+    os.environ["FLEET_HOME"] = str(home.root)
+    days = _days(None, args.days)
+    print(f"synthesising {args.days} days x {args.runs_per_day} runs (seed {args.seed}) into {home.landing}", flush=True)
+    synthesize(home.landing, days, args.runs_per_day, args.seed, "jsonl")
+    code = cmd_run(args, days)
+    print(f"demo finished in {time.perf_counter() - start:.1f} s. Open the UI with `make ui` (or `fleet ui`); "
+          f"query with `duckdb -readonly {home.catalog_path}`.")
+    return code
+
+
+def cmd_ui(args: argparse.Namespace) -> int:
+    """`dagster dev` on the demo's instance, stoppable with Ctrl-C or SIGTERM."""
+    from pipelines.orchestrate import ensure_instance
+
+    home = DataHome.resolve(args.home)
+    os.environ["FLEET_HOME"] = str(home.root)
+    ensure_instance(home)
+    cmd = [str(Path(sys.executable).with_name("dagster")), "dev", "-h", args.host, "-p", str(args.port)]
+    print(f"Dagster UI on http://{args.host}:{args.port} (DAGSTER_HOME={os.environ['DAGSTER_HOME']})", flush=True)
+    # A shell without job control starts us with SIGINT ignored; dagster dev would then ignore SIGTERM too.
+    proc = subprocess.Popen(cmd, cwd=PROJECT_ROOT,
+                            preexec_fn=lambda: (signal.signal(signal.SIGINT, signal.SIG_DFL), signal.signal(signal.SIGTERM, signal.SIG_DFL)))
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        proc.send_signal(signal.SIGINT)
+        return proc.wait()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="fleet", description="Fleet telemetry analytics for recommendation-model training.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    d = sub.add_parser("demo", help="synthesise a fleet into the data home and materialise every asset")
+    d.add_argument("--home", help="data home (default $FLEET_HOME or ./data)")
+    d.add_argument("--days", type=int, default=DEMO_DAYS)
+    d.add_argument("--runs-per-day", type=int, default=DEMO_RUNS_PER_DAY)
+    d.add_argument("--seed", type=int, default=DEMO_SEED)
+    d.set_defaults(func=cmd_demo)
+
+    s = sub.add_parser("synth", help="write synthetic landing files (same seed and days, same bytes)")
+    s.add_argument("--days", type=int, default=DEMO_DAYS)
+    s.add_argument("--start", help="first day YYYY-MM-DD (default: the --days days that ended yesterday, UTC)")
+    s.add_argument("--runs-per-day", type=int, default=DEMO_RUNS_PER_DAY)
+    s.add_argument("--seed", type=int, default=DEMO_SEED)
+    s.add_argument("--out", help="landing root (default <data home>/landing)")
+    s.add_argument("--source", default="synthetic", help="landing source folder name")
+    s.add_argument("--format", choices=("jsonl", "csv", "parquet"), default="jsonl")
+    s.add_argument("--gzip", action="store_true", help="gzip jsonl/csv files")
+    s.add_argument("--json", action="store_true", help="print counts and file paths as JSON")
+    s.set_defaults(func=cmd_synth)
+
+    r = sub.add_parser("run", help="materialise every asset for landing days (default: every day in landing/)")
+    r.add_argument("--home")
+    r.add_argument("--start", help="first day YYYY-MM-DD")
+    r.add_argument("--days", type=int, default=1)
+    r.set_defaults(func=cmd_run)
+
+    u = sub.add_parser("ui", help="start the Dagster UI on the data home's instance")
+    u.add_argument("--home")
+    u.add_argument("--host", default="127.0.0.1")
+    u.add_argument("--port", type=int, default=3000)
+    u.set_defaults(func=cmd_ui)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,84 @@
+"""Out layer: mergeable per-day partials (histograms, server counts, fit) and the merged analyses."""
+
+
+import dagster as dg
+
+from pipelines.defs.metadata import OWNERS, description, preview, spec_metadata
+from pipelines.defs.partitions import DAILY
+from pipelines.defs.raw.assets import raw_frames
+from pipelines.defs.resources import FleetHome
+from pipelines.lib import analytics, lake
+
+
+def _daily(name: str, deps: list[str], kinds: set[str]):
+    return dg.asset(name=name, group_name="out", partitions_def=DAILY, deps=deps, kinds=kinds, owners=OWNERS,
+                    description=description(name), metadata=spec_metadata(name), tags={"layer": "out"})
+
+
+def _written(path, frame, **extra) -> dg.MaterializeResult:
+    return dg.MaterializeResult(metadata={"dagster/row_count": frame.height, "path": dg.MetadataValue.path(str(path)), **extra})
+
+
+@_daily("util_distribution", ["runs", "utilisation_samples", "run_role_stats"], {"duckdb", "parquet"})
+def util_distribution(context: dg.AssetExecutionContext, fleet: FleetHome) -> dg.MaterializeResult:
+    """Fixed-bin (1000) utilisation histograms of the day, per sample and per run mean."""
+    day = context.partition_key
+    home = fleet.data_home()
+    runs, samples = raw_frames(home, day)
+    stats = lake.read_partition(home, "run_role_stats", day)
+    dist = analytics.util_distribution(runs, samples, stats, day)
+    return _written(lake.write_partition(home, "util_distribution", day, dist), dist,
+                    samples_binned=int(dist.filter(dist["statistic"] == "sample")["n"].sum()))
+
+
+@_daily("server_count_hist", ["runs"], {"duckdb", "parquet"})
+def server_count_hist(context: dg.AssetExecutionContext, fleet: FleetHome) -> dg.MaterializeResult:
+    """Runs per server count of each role, per platform and model."""
+    day = context.partition_key
+    home = fleet.data_home()
+    hist = analytics.server_count_hist(lake.read_partition(home, "runs", day), day)
+    return _written(lake.write_partition(home, "server_count_hist", day, hist), hist, preview=preview(hist))
+
+
+@_daily("hardware_fit", ["runs"], {"polars", "parquet"})
+def hardware_fit(context: dg.AssetExecutionContext, fleet: FleetHome) -> dg.MaterializeResult:
+    """Fit check of every workload of the day against every platform x placement."""
+    day = context.partition_key
+    home = fleet.data_home()
+    fit = analytics.hardware_fit(lake.read_partition(home, "runs", day), day, fleet.hardware())
+    return _written(lake.write_partition(home, "hardware_fit", day, fit), fit,
+                    options_that_fit=int(fit["fits"].sum()), options_short=int((~fit["fits"]).sum()))
+
+
+@dg.multi_asset(
+    name="merged_utilisation",
+    specs=[dg.AssetSpec(t, group_name="out", deps=["util_distribution"], kinds={"duckdb", "parquet"}, owners=OWNERS,
+                        description=description(t), metadata=spec_metadata(t), tags={"layer": "out"})
+           for t in ("util_summary", "trainer_vs_ps")],
+)
+def merged_utilisation(fleet: FleetHome):
+    """Summaries and trainer-vs-PS comparison merged from every day's histograms."""
+    home = fleet.data_home()
+    files = [str(p) for p in lake.table_files(home, "util_distribution")]
+    summary, tvp = analytics.merged_summaries(files)
+    path = lake.write_table(home, "util_summary", summary)
+    yield dg.MaterializeResult(asset_key="util_summary", metadata={
+        "dagster/row_count": summary.height, "days_merged": len(files), "path": dg.MetadataValue.path(str(path))})
+    overall = tvp.filter((tvp["model_name"] == "*") & (tvp["ps_role"] == "sparse_ps"))
+    path = lake.write_table(home, "trainer_vs_ps", tvp)
+    yield dg.MaterializeResult(asset_key="trainer_vs_ps", metadata={
+        "dagster/row_count": tvp.height, "path": dg.MetadataValue.path(str(path)),
+        "trainer_vs_sparse_ps": preview(overall.drop("ps_role", "model_name", "platform", "placement")),
+        "paper_pattern_share": float(tvp["paper_pattern"].mean()) if tvp.height else 0.0})
+
+
+@dg.asset(name="recommendations", group_name="out", deps=["runs", "hardware_fit"], kinds={"duckdb", "parquet"},
+          owners=OWNERS, description=description("recommendations"), metadata=spec_metadata("recommendations"),
+          tags={"layer": "out"})
+def recommendations(fleet: FleetHome) -> dg.MaterializeResult:
+    """Ranked platform x placement per model and objective, from the observed fleet."""
+    home = fleet.data_home()
+    recs = analytics.recommendations([str(p) for p in lake.table_files(home, "runs")],
+                                     [str(p) for p in lake.table_files(home, "hardware_fit")])
+    top = recs.filter(recs["recommended"]).select("model_name", "objective", "platform", "placement", "explanation")
+    return _written(lake.write_table(home, "recommendations", recs), recs, top_recommendations=preview(top, rows=20))

@@ -1,0 +1,92 @@
+"""Core and out layers: per-run role statistics, mergeable histograms, server counts, hardware fit,
+summaries, trainer-vs-PS and recommendations. SQL from sql/transforms/, run by short-lived in-memory
+DuckDB connections over polars frames and lake files; every result conforms to its contract."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator, Sequence
+
+import duckdb
+import polars as pl
+
+from pipelines.lib.contracts import contract
+from pipelines.lib.sqlfiles import sql_text
+from synthetic_fleet.catalog import HardwareCatalog
+from synthetic_fleet.model import fit_frame
+
+N_BINS = int(contract("util_distribution").parameters["n_bins"])
+
+
+@contextmanager
+def connection(**relations: pl.DataFrame) -> Iterator[duckdb.DuckDBPyConnection]:
+    """An in-memory DuckDB connection with ``relations`` registered by name; closed on exit."""
+    con = duckdb.connect()
+    try:
+        for name, frame in relations.items():
+            con.register(name, frame)
+        yield con
+    finally:
+        con.close()
+
+
+def _query(con: duckdb.DuckDBPyConnection, name: str, params: dict | None = None) -> pl.DataFrame:
+    return con.sql(sql_text(name), params=params or {}).pl()
+
+
+def _exec(con: duckdb.DuckDBPyConnection, name: str, params: dict | None = None) -> None:
+    con.execute(sql_text(name), params or {})
+
+
+def run_role_stats(runs: pl.DataFrame, samples: pl.DataFrame, day: str) -> pl.DataFrame:
+    """Per run x role x resource statistics of one day."""
+    with connection(runs=runs, samples=samples) as con:
+        _exec(con, "transforms/samples_long.sql")
+        out = _query(con, "transforms/run_role_stats.sql", {"day": day})
+    return contract("run_role_stats").conform(out)
+
+
+def util_distribution(runs: pl.DataFrame, samples: pl.DataFrame, stats: pl.DataFrame, day: str) -> pl.DataFrame:
+    """One day's fixed-bin histograms of per-sample and per-run-mean utilisation."""
+    with connection(runs=runs, samples=samples, run_role_stats=stats) as con:
+        _exec(con, "transforms/samples_long.sql")
+        out = _query(con, "transforms/util_distribution.sql", {"day": day, "n_bins": N_BINS})
+    return contract("util_distribution").conform(out)
+
+
+def server_count_hist(runs: pl.DataFrame, day: str) -> pl.DataFrame:
+    """One day's server-count histogram per platform, model and role."""
+    with connection(runs=runs) as con:
+        out = _query(con, "transforms/server_count_hist.sql", {"day": day})
+    return contract("server_count_hist").conform(out)
+
+
+def hardware_fit(runs: pl.DataFrame, day: str, hw: HardwareCatalog) -> pl.DataFrame:
+    """Every distinct workload of the day against every platform x placement of the catalog (one server)."""
+    with connection(runs=runs) as con:
+        workloads = _query(con, "transforms/workloads.sql")
+    options = pl.DataFrame(hw.options(), schema=["platform", "placement"], orient="row")
+    grid = workloads.join(options, how="cross").with_columns(pl.lit(1, pl.Int32).alias("n_trainers"))
+    fitted = fit_frame(grid, hw).with_columns(pl.lit(day).str.to_date().alias("day"))
+    return contract("hardware_fit").conform(fitted.sort("workload_id", "platform", "placement"))
+
+
+def merged_summaries(distribution_files: Sequence[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(util_summary, trainer_vs_ps) from every day's histograms, merged."""
+    if not distribution_files:
+        return contract("util_summary").empty_frame(), contract("trainer_vs_ps").empty_frame()
+    with connection() as con:
+        _exec(con, "transforms/merged_hist.sql", {"files": list(distribution_files)})
+        summary = contract("util_summary").conform(_query(con, "transforms/util_summary.sql", {"n_bins": N_BINS}))
+        con.register("util_summary", summary)
+        tvp = contract("trainer_vs_ps").conform(_query(con, "transforms/trainer_vs_ps.sql"))
+    return summary, tvp
+
+
+def recommendations(runs_files: Sequence[str], fit_files: Sequence[str]) -> pl.DataFrame:
+    """Observed-fleet ranking of platform x placement per model and objective."""
+    if not runs_files or not fit_files:
+        return contract("recommendations").empty_frame()
+    with connection() as con:
+        out = _query(con, "transforms/recommendations.sql", {"runs_files": list(runs_files), "fit_files": list(fit_files)})
+    return contract("recommendations").conform(out)

@@ -1,0 +1,16 @@
+-- Per-day histograms ($files) merged over every day, overall ('*') and per model x platform x placement.
+CREATE OR REPLACE TEMP TABLE merged_hist AS
+SELECT
+    statistic, role, resource,
+    coalesce(model_name, '*') AS model_name,
+    coalesce(platform, '*')   AS platform,
+    coalesce(placement, '*')  AS placement,
+    bin,
+    sum(n)                    AS n,
+    min(day)                  AS first_day,
+    max(day)                  AS last_day
+FROM read_parquet($files)
+GROUP BY GROUPING SETS (
+    (statistic, role, resource, bin),
+    (statistic, role, resource, model_name, platform, placement, bin)
+)

@@ -1,0 +1,11 @@
+-- Distinct workloads of one day's runs (registered relation `runs`), with a stable id and a run count.
+SELECT
+    substr(md5(concat_ws('|', model_name, n_dense_features, n_sparse_features, n_tables, embedding_dim,
+                         embedding_gb, mean_lookups_per_table, bottom_mlp, top_mlp, interaction, batch_size)), 1, 16)
+                                       AS workload_id,
+    model_name, n_dense_features, n_sparse_features, n_tables, embedding_dim, embedding_gb,
+    mean_lookups_per_table, bottom_mlp, top_mlp, interaction, batch_size,
+    count(*)                           AS n_runs
+FROM runs
+GROUP BY ALL
+ORDER BY workload_id

@@ -1,0 +1,1 @@
+"""Synthetic fleet: hardware and model catalogs, an analytical workload model, a seeded fleet sampler."""

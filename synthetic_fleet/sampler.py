@@ -1,0 +1,190 @@
+"""Seeded fleet sampler: runs with fleet-level shapes, and per-server utilisation time series.
+
+Everything is drawn with numpy over whole arrays (runs, servers, samples); one day's draws depend only
+on (seed, day), so days are independent and the same seed gives the same fleet.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from synthetic_fleet.catalog import HardwareCatalog, ModelSpec
+from synthetic_fleet.model import RESOURCES, ROLES, predict_frame
+
+SAMPLE_INTERVAL_S = 300
+PLATFORM_SHARES = {"cpu": 0.6, "big_basin": 0.25, "zion": 0.15}
+CPU_TRAINER_COUNTS = np.array([4, 8, 12, 16, 20, 24, 32, 48])
+CPU_TRAINER_PROBS = np.array([0.04, 0.10, 0.12, 0.46, 0.10, 0.08, 0.06, 0.04])  # modal 16 (paper: >40% share)
+FAILED_SHARE = 0.04
+ROLE_NOISE = {"trainer": 0.04, "sparse_ps": 0.09, "dense_ps": 0.07, "reader": 0.06}
+ROLE_SKEW = {"trainer": 0.10, "sparse_ps": 0.45, "dense_ps": 0.30, "reader": 0.20}  # server-to-server spread
+
+
+@dataclass(frozen=True)
+class DayFleet:
+    """One day of synthetic telemetry, in the landing shape (before ingest)."""
+
+    day: str
+    runs: pl.DataFrame
+    samples: pl.DataFrame
+
+
+def day_rng(seed: int, day: str) -> np.random.Generator:
+    digest = hashlib.sha256(f"{seed}:{day}".encode()).digest()
+    return np.random.default_rng(int.from_bytes(digest[:8], "little"))
+
+
+def _choose(rng: np.random.Generator, keys: list[str], probs: np.ndarray, n: int) -> np.ndarray:
+    return np.asarray(keys, dtype=object)[rng.choice(len(keys), size=n, p=probs / probs.sum())]
+
+
+def sample_runs(day: str, n_runs: int, seed: int, hw: HardwareCatalog, models: dict[str, ModelSpec]) -> pl.DataFrame:
+    """Draw ``n_runs`` runs for ``day``: workload, system, timing and predicted outcomes."""
+    rng = day_rng(seed, day)
+    names = [m for m in models if models[m].share > 0] or list(models)
+    model = _choose(rng, names, np.array([models[m].share or 1.0 for m in names]), n_runs)
+    plats = [p for p in PLATFORM_SHARES if p in hw.platforms]
+    platform = _choose(rng, plats, np.array([PLATFORM_SHARES[p] for p in plats]), n_runs)
+    catalog = pl.DataFrame([{"model_name": m.name, **{f: getattr(m, f) for f in (
+        "n_dense_features", "n_sparse_features", "embedding_dim", "embedding_gb", "mean_lookups_per_table",
+        "bottom_mlp", "top_mlp", "interaction")}, **{f"batch_{p}": m.batch_size.get(p, 512) for p in plats}}
+        for m in models.values()])
+    drawn = pl.DataFrame({"model_name": model.astype(str), "platform": platform.astype(str)}).with_row_index("_i")
+    joined = drawn.join(catalog, on="model_name", how="left").sort("_i")
+    spec = lambda field: joined.get_column(field).to_numpy()  # noqa: E731
+
+    # Feature experiments: sparse features and table sizes drift around the production shape.
+    emb_gb = np.round(spec("embedding_gb") * rng.uniform(0.8, 1.2, n_runs), 3)
+    n_sparse = np.maximum(1, spec("n_sparse_features") + rng.integers(-4, 5, n_runs))
+    lookups = np.round(spec("mean_lookups_per_table") * rng.uniform(0.9, 1.1, n_runs), 2)
+    batch = joined.select(pl.coalesce([pl.when(pl.col("platform") == p).then(pl.col(f"batch_{p}")) for p in plats])).to_series().to_numpy()
+
+    # Placement: the default for the platform; big tables go to remote PS on Big Basin.
+    hbm_by_platform = {p: hw.platforms[p].hbm_gb * (1 - hw.hbm_reserve) for p in plats}
+    hbm_cap = drawn.select(pl.col("platform").replace_strict(hbm_by_platform, return_dtype=pl.Float64)).to_series().to_numpy()
+    fits_hbm = emb_gb <= hbm_cap
+    alt = rng.random(n_runs)
+    placement = np.where(platform == "cpu", "remote_ps",
+                np.where(platform == "big_basin", np.where(fits_hbm, np.where(alt < 0.1, "hybrid", "gpu_hbm"), "remote_ps"),
+                         np.where(fits_hbm & (alt < 0.15), "gpu_hbm", "system_memory")))
+
+    is_cpu = platform == "cpu"
+    trainers = np.where(is_cpu, rng.choice(CPU_TRAINER_COUNTS, size=n_runs, p=CPU_TRAINER_PROBS),
+                        np.where(rng.random(n_runs) < 0.9, 1, 2))
+    ps_needed = np.ceil(emb_gb / hw.ps_server_gb).astype(int)
+    uses_ps = placement == "remote_ps"
+    # PS counts follow memory needs plus experiment headroom: wider spread than trainer counts.
+    sparse_ps = np.where(uses_ps, ps_needed + rng.geometric(0.25, n_runs) - 1 + rng.integers(0, 8, n_runs), 0)
+    dense_ps = np.where(is_cpu, rng.integers(1, 5, n_runs), 0)
+    readers = np.where(is_cpu, np.maximum(2, np.round(trainers * rng.uniform(0.5, 1.2, n_runs))),
+                       rng.integers(16, 41, n_runs) * trainers).astype(int)
+
+    duration_s = (rng.integers(12, 73, n_runs) * SAMPLE_INTERVAL_S).astype(np.int64)
+    day0 = dt.datetime.fromisoformat(day).replace(tzinfo=dt.timezone.utc)
+    start = np.datetime64(day0.replace(tzinfo=None), "s") + rng.integers(0, 18 * 3600 // 60, n_runs) * np.timedelta64(60, "s")
+    failed = rng.random(n_runs) < FAILED_SHARE
+
+    runs = pl.DataFrame({
+        "run_id": pl.select(pl.format("{}-{}", pl.lit(day.replace("-", "")), pl.int_range(n_runs).cast(pl.String).str.zfill(5))).to_series(),
+        "start_ts": start.astype("datetime64[us]"),
+        "end_ts": (start + duration_s.astype("timedelta64[s]")).astype("datetime64[us]"),
+        "status": np.where(failed, "failed", "succeeded"),
+        "model_name": model.astype(str),
+        "n_dense_features": spec("n_dense_features").astype(np.int32),
+        "n_sparse_features": n_sparse.astype(np.int32),
+        "n_tables": n_sparse.astype(np.int32),
+        "embedding_dim": spec("embedding_dim").astype(np.int32),
+        "embedding_gb": emb_gb,
+        "mean_lookups_per_table": lookups,
+        "bottom_mlp": spec("bottom_mlp").astype(str),
+        "top_mlp": spec("top_mlp").astype(str),
+        "interaction": spec("interaction").astype(str),
+        "batch_size": batch.astype(np.int32),
+        "platform": platform.astype(str),
+        "placement": placement.astype(str),
+        "n_trainers": trainers.astype(np.int32),
+        "n_sparse_ps": sparse_ps.astype(np.int32),
+        "n_dense_ps": dense_ps.astype(np.int32),
+        "n_readers": readers.astype(np.int32),
+    }).with_columns(pl.col("start_ts", "end_ts").dt.replace_time_zone("UTC"))
+
+    pred = predict_frame(runs, hw)
+    noise = rng.lognormal(0.0, 0.08, n_runs)
+    thr = pred.get_column("throughput_eps").to_numpy() * noise
+    power = pred.get_column("power_w").to_numpy() * rng.normal(1.0, 0.03, n_runs)
+    # Normalized entropy: ~0.8 baseline per model; GPU runs at large batch regress slightly (paper Fig. 15).
+    ne = 0.80 + rng.normal(0, 0.002, n_runs) + np.where(is_cpu, 0.0, 0.0015 * np.log2(np.maximum(batch, 1) / 512 + 1))
+    runs = runs.with_columns(
+        pl.Series("throughput_eps", np.where(failed, np.nan, np.round(thr, 2))).fill_nan(None),
+        pl.Series("power_w", np.round(power, 1)).fill_nan(None),
+        pl.Series("normalized_entropy", np.where(failed | (model == "M3prod"), np.nan, np.round(ne, 5))).fill_nan(None),
+    )
+    # Per-role mean utilisation from the model, kept for the sample generator (not part of the landing rows).
+    util_cols = [f"{r}_{res}_util" for r in ROLES for res in RESOURCES if f"{r}_{res}_util" in pred.columns]
+    return runs.with_columns(pred.select(util_cols)).with_columns(pl.lit(day).alias("_day"))
+
+
+def sample_utilisation(runs: pl.DataFrame, seed: int, day: str) -> pl.DataFrame:
+    """Per-server time series for every run: role means from the model, with warm-up, noise and stragglers."""
+    rng = day_rng(seed + 1, day)
+    counts = {"trainer": "n_trainers", "sparse_ps": "n_sparse_ps", "dense_ps": "n_dense_ps", "reader": "n_readers"}
+    servers = pl.concat([
+        runs.select(
+            "run_id", "start_ts", "end_ts", "platform",
+            pl.lit(role).alias("role"),
+            pl.int_ranges(0, pl.col(n_col)).alias("idx"),
+            *[pl.col(f"{role}_{res}_util").alias(res) if f"{role}_{res}_util" in runs.columns else pl.lit(None, pl.Float64).alias(res)
+              for res in RESOURCES],
+        ).explode("idx").drop_nulls("idx")
+        for role, n_col in counts.items()
+    ], how="vertical_relaxed")
+    servers = servers.with_columns(
+        pl.format("{}-{}-{}", pl.col("run_id"), pl.col("role"), pl.col("idx")).alias("server_id"),
+        ((pl.col("end_ts") - pl.col("start_ts")).dt.total_seconds() // SAMPLE_INTERVAL_S).alias("n_samples"),
+    )
+    # GPU utilisation only where the server has GPUs (trainers of GPU platforms).
+    has_gpu = (pl.col("role") == "trainer") & (pl.col("platform") != "cpu")
+    servers = servers.with_columns([pl.when(has_gpu).then(pl.col(r)).otherwise(None).alias(r) for r in ("gpu", "gpu_mem")])
+    n_srv = servers.height
+    skew = servers.get_column("role").replace_strict(ROLE_SKEW, return_dtype=pl.Float64).to_numpy()
+    noise_sd = servers.get_column("role").replace_strict(ROLE_NOISE, return_dtype=pl.Float64).to_numpy()
+    # Server-level multiplier: lognormal, right-skewed for parameter servers (hot shards), plus rare stragglers.
+    server_mult = rng.lognormal(0.0, skew, n_srv) * np.where(rng.random(n_srv) < 0.03, 0.5, 1.0)
+    servers = servers.with_columns(pl.Series("_mult", server_mult), pl.Series("_sd", noise_sd))
+
+    samples = servers.with_columns(pl.int_ranges(0, pl.col("n_samples")).alias("k")).explode("k")
+    n = samples.height
+    k = samples.get_column("k").to_numpy().astype(float)
+    warmup = 1 - 0.6 * np.exp(-k / 3.0)  # ramps up over the first ~15 minutes
+    mult = samples.get_column("_mult").to_numpy() * warmup
+    sd = samples.get_column("_sd").to_numpy()
+    out = {}
+    for res in RESOURCES:
+        base = samples.get_column(res).to_numpy().astype(float)
+        draw = base * mult + rng.normal(0.0, 1.0, n) * sd * np.sqrt(np.maximum(base, 0.02))
+        out[f"{res}_util"] = np.round(np.clip(draw, 0.0, 1.0), 4)
+    cpu = out["cpu_util"]
+    idle_w = np.where(samples.get_column("platform").to_numpy() == "cpu", 180.0, 1300.0)
+    power = idle_w * (1 + 1.5 * cpu) * rng.normal(1.0, 0.02, n)
+    ts = samples.get_column("start_ts") + pl.Series(k.astype(np.int64) * SAMPLE_INTERVAL_S * 1_000_000).cast(pl.Duration("us"))
+    return pl.DataFrame({
+        "run_id": samples.get_column("run_id"),
+        "server_id": samples.get_column("server_id"),
+        "role": samples.get_column("role"),
+        "ts": ts,
+        **{f"{res}_util": pl.Series(out[f"{res}_util"]).fill_nan(None) for res in RESOURCES},
+        "power_w": np.round(power, 1),
+    })
+
+
+def sample_day(day: str, n_runs: int, seed: int, hw: HardwareCatalog, models: dict[str, ModelSpec]) -> DayFleet:
+    """One day's runs (landing columns only) and their utilisation samples."""
+    runs = sample_runs(day, n_runs, seed, hw, models)
+    samples = sample_utilisation(runs, seed, day)
+    landing_cols = [c for c in runs.columns if not c.endswith("_util") and not c.startswith("_")]
+    return DayFleet(day=day, runs=runs.select(landing_cols), samples=samples)
