@@ -10,6 +10,8 @@ from pathlib import Path
 import altair as alt
 import polars as pl
 
+from pipelines.lib.contracts import contract
+
 TEMPLATE = Path(__file__).resolve().parent / "report_template.html"
 COARSE_BINS = 50  # report resolution; the lake keeps 1000 bins
 ROLE_COLORS = alt.Scale(domain=["trainer", "sparse_ps", "dense_ps", "reader"], range=["#1f77b4", "#d62728", "#ff7f0e", "#7f7f7f"])
@@ -29,9 +31,9 @@ class ReportInputs:
 
 def utilisation_chart(dist: pl.DataFrame) -> alt.Chart:
     """Per-sample utilisation density by role, one panel per resource (all days, all models)."""
-    n_bins = 1000
+    n_bins = int(contract("util_distribution").parameters["n_bins"])
     coarse = (dist.filter(pl.col("statistic") == "sample")
-              .with_columns((pl.col("bin") * COARSE_BINS // n_bins).alias("cbin"))
+              .with_columns((pl.col("bin").cast(pl.Int32) * COARSE_BINS // n_bins).alias("cbin"))
               .group_by("role", "resource", "cbin").agg(pl.col("n").sum())
               .with_columns(((pl.col("cbin") + 0.5) / COARSE_BINS).alias("utilisation"),
                             (pl.col("n") / pl.col("n").sum().over("role", "resource") * COARSE_BINS).alias("density"))
@@ -95,7 +97,11 @@ def render(inputs: ReportInputs) -> str:
         trainer_vs_ps=_table(tvp, ["resource", "trainer_mean_util", "ps_mean_util", "trainer_iqr_util", "ps_iqr_util",
                                    "trainer_upper_tail_util", "ps_upper_tail_util", "ks_statistic", "paper_pattern"]),
     )
-    return page.replace("<body>", "<body>\n" + body, 1)
+    # Insert before the chart container: "<body>" also occurs inside the inlined vega-embed source.
+    marker = '<div class="vega-visualization" id="vis"></div>'
+    if page.count(marker) != 1:
+        raise RuntimeError("unexpected Altair HTML layout: chart container not found exactly once")
+    return page.replace(marker, body + "\n" + marker)
 
 
 def write_report(inputs: ReportInputs, target: Path) -> Path:

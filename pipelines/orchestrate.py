@@ -57,14 +57,16 @@ def run_pipeline(home: DataHome, days: Sequence[str], *, instance: dg.DagsterIns
     instance = instance or ensure_instance(home)
     assets, resources, daily, merged = _graph(home)
     run_ids = []
+    quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
     for i, day in enumerate(days, 1):
         t = time.perf_counter()
         res = dg.materialize(assets, selection=daily, partition_key=day, instance=instance, resources=resources,
-                             tags={"fleet/trigger": "cli"})
+                             tags={"fleet/trigger": "cli"}, run_config=quiet)
         run_ids.append(res.run_id)
         progress(f"  [{i}/{len(days)}] {day}: raw -> core -> out partials ({time.perf_counter() - t:.1f} s)")
     t = time.perf_counter()
-    res = dg.materialize(assets, selection=merged, instance=instance, resources=resources, tags={"fleet/trigger": "cli"})
+    res = dg.materialize(assets, selection=merged, instance=instance, resources=resources, tags={"fleet/trigger": "cli"},
+                         run_config=quiet)
     run_ids.append(res.run_id)
     progress(f"  merged analyses, analyst catalog, report ({time.perf_counter() - t:.1f} s)")
     return PipelineRun(days=list(days), seconds=time.perf_counter() - start, run_ids=run_ids)

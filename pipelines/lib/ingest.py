@@ -58,7 +58,7 @@ class DayIngest:
 
 
 def landing_files(home: DataHome, day: str) -> list[LandingFile]:
-    """Regular, non-hidden files of landing/<source>/<day>/, sorted (source, name)."""
+    """Regular, non-hidden files of landing/<source>/<day>/, in delivery order (mtime, then path)."""
     out = []
     if not home.landing.exists():
         return out
@@ -70,7 +70,7 @@ def landing_files(home: DataHome, day: str) -> list[LandingFile]:
             if f.name.startswith(".") or not f.is_file():
                 continue
             out.append(LandingFile(source=source_dir.name, path=f, relpath=str(f.relative_to(home.landing))))
-    return out
+    return sorted(out, key=lambda lf: (lf.path.stat().st_mtime_ns, lf.relpath))
 
 
 def landing_days(home: DataHome) -> list[str]:
@@ -228,15 +228,20 @@ def _cross_row_checks(runs: pl.DataFrame, samples: pl.DataFrame) -> tuple[pl.Dat
     order = ["_file_order", "_row_number"]
     runs = runs.sort(order)
     run_cols = contract("runs").landing_columns
+    runs = runs.with_columns(pl.col("_source_file").first().over("run_id").alias("_kept_in"))
     runs, bad = _reject(runs, ~pl.col("run_id").is_first_distinct(), "duplicate_key", "run_id",
-                        pl.format("run_id {} was already delivered earlier in this partition", pl.col("run_id")),
+                        pl.format("run_id {} was already delivered in {}; the first delivery is kept",
+                                  pl.col("run_id"), pl.col("_kept_in")),
                         [c.name for c in run_cols])
+    runs = runs.drop("_kept_in")
     rejects.append(bad)
     sample_cols = [c.name for c in contract("utilisation_samples").landing_columns]
-    samples = samples.sort(order)
+    samples = samples.sort(order).with_columns(pl.col("_source_file").first().over("run_id", "server_id", "ts").alias("_kept_in"))
     samples, bad = _reject(samples, ~pl.struct("run_id", "server_id", "ts").is_first_distinct(), "duplicate_key", "ts",
-                           pl.format("sample ({}, {}, {}) was already delivered", pl.col("run_id"), pl.col("server_id"),
-                                     pl.col("ts").dt.to_string(TS_OUT)), sample_cols)
+                           pl.format("sample ({}, {}, {}) was already delivered in {}; the first delivery is kept",
+                                     pl.col("run_id"), pl.col("server_id"), pl.col("ts").dt.to_string(TS_OUT), pl.col("_kept_in")),
+                           sample_cols)
+    samples = samples.drop("_kept_in")
     rejects.append(bad)
     windows = runs.select("run_id", pl.col("start_ts").alias("_start"), pl.col("end_ts").alias("_end"))
     samples = samples.join(windows, on="run_id", how="left")

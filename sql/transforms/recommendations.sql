@@ -38,10 +38,11 @@ SELECT
     'observed_fleet' AS basis,
     CASE
         WHEN NOT fits THEN format('{}: the tables do not fit {}/{}; not an option.', model_name, platform, placement)
-        WHEN rank = 1 THEN format('{} on {}/{}: best observed median {} ({:.4g}) over {} runs{}{}.',
+        WHEN rank = 1 THEN format('{} on {}/{}: best observed median {} over {} runs{}{}.',
             model_name, platform, placement,
-            CASE WHEN objective = 'throughput' THEN 'throughput in examples/s' ELSE 'examples/s per watt' END,
-            score, n_runs,
+            CASE WHEN objective = 'throughput' THEN format('throughput, {:,.0f} examples/s', score)
+                 ELSE format('throughput per watt, {:.2f} examples/s/W', score) END,
+            n_runs,
             CASE WHEN next_score IS NOT NULL THEN format(', {:.2f}x the next option ({})', score / next_score, next_option) ELSE '' END,
             CASE WHEN headroom IS NOT NULL THEN format('; tables leave {:.0f}% of the tier free', 100 * headroom) ELSE '' END)
         ELSE format('{} on {}/{}: {:.2f}x of the best option ({}) over {} runs.',

@@ -38,7 +38,7 @@ def report_summary(home) -> dict[str, str]:
     return {
         "days": f"{len(days)} ({days[0]} .. {days[-1]})" if days else "0",
         "runs": f"{runs.height:,}",
-        "samples accepted": f"{int(ledger['rows_accepted'].sum()) - runs.height:,}" if ledger.height else "0",
+        "samples accepted": f"{int(ledger.filter(pl.col('table_name') == 'utilisation_samples')['rows_accepted'].sum()):,}",
         "rows quarantined": f"{int(ledger['rows_quarantined'].sum()):,}" if ledger.height else "0",
         "platforms": ", ".join(sorted(set(runs["platform"].to_list()))) if runs.height else "-",
     }

@@ -1,0 +1,49 @@
+"""Shared fixtures: a temporary data home and small synthetic landing days."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pipelines.lib.paths import DataHome
+from synthetic_fleet.catalog import load_hardware, load_models
+from synthetic_fleet.sampler import sample_day
+from synthetic_fleet.writers import write_day
+
+DAY = "2026-11-20"
+
+os.environ.setdefault("DAGSTER_DISABLE_TELEMETRY", "1")
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> DataHome:
+    """An empty data home under tmp_path, also exported as $FLEET_HOME."""
+    h = DataHome.resolve(tmp_path / "home")
+    h.root.mkdir(parents=True)
+    monkeypatch.setenv("FLEET_HOME", str(h.root))
+    return h
+
+
+@pytest.fixture(scope="session")
+def hw():
+    return load_hardware()
+
+
+@pytest.fixture(scope="session")
+def models():
+    return load_models()
+
+
+@pytest.fixture(scope="session")
+def small_day(hw, models):
+    """One small synthetic day (12 runs), shared read-only."""
+    return sample_day(DAY, 12, 11, hw, models)
+
+
+@pytest.fixture
+def landed(home: DataHome, small_day) -> DataHome:
+    """A data home with one synthetic day in landing/synthetic/<DAY>/ as JSON Lines."""
+    write_day(small_day, home.landing, source="synthetic", fmt="jsonl")
+    return home

@@ -1,0 +1,45 @@
+"""The `fleet` command and the Dagster CLI, as a user runs them."""
+
+import duckdb
+import pytest
+
+from tests.e2e.conftest import BIN, run
+
+pytestmark = pytest.mark.slow
+
+
+def test_fleet_demo_end_to_end(tmp_path):
+    home = tmp_path / "home"
+    p = run([str(BIN / "fleet"), "demo", "--home", str(home), "--days", "2", "--runs-per-day", "15"],
+            env={"DAGSTER_HOME": ""})
+    assert p.returncode == 0, p.stderr[-3000:]
+    out = p.stdout
+    assert f"report:  {home}/reports/fleet_report.html" in out
+    assert f"catalog: {home}/warehouse/fleet.duckdb" in out
+    assert "runs 30 · samples" in out and "quarantined rows 0" in out
+    assert "[2/2]" in out  # progress per day
+    con = duckdb.connect(str(home / "warehouse" / "fleet.duckdb"), read_only=True)
+    try:
+        assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 30
+        assert con.execute("SELECT count(DISTINCT day) FROM utilisation_samples").fetchone()[0] == 2
+    finally:
+        con.close()
+    # The demo's runs are recorded in the data home's Dagster instance (what `fleet ui` opens).
+    assert (home / "dagster_home" / "dagster.yaml").exists()
+    assert (home / "dagster_home" / "history").is_dir()
+
+
+def test_fleet_run_without_landing_data_says_what_to_do(tmp_path):
+    p = run([str(BIN / "fleet"), "run", "--home", str(tmp_path)])
+    assert p.returncode == 2
+    assert "no landing days" in p.stderr and "fleet synth" in p.stderr
+
+
+def test_bad_cli_arguments_are_named(tmp_path):
+    p = run([str(BIN / "fleet"), "synth", "--start", "2026-13-01", "--out", str(tmp_path)])
+    assert p.returncode != 0 and "--start '2026-13-01' is not a date" in p.stderr
+
+
+def test_dagster_definitions_validate_from_repo_root(tmp_path):
+    p = run([str(BIN / "dagster"), "definitions", "validate"], env={"DAGSTER_HOME": ""})
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]

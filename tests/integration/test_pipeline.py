@@ -1,0 +1,86 @@
+"""The whole Dagster graph on one partition, on a temporary instance and a temporary data home."""
+
+import re
+
+import duckdb
+import polars as pl
+import pytest
+import dagster as dg
+
+from pipelines.definitions import defs
+from pipelines.defs.resources import FleetHome
+from pipelines.lib import lake
+from tests.conftest import DAY
+
+VIEWS = ["runs", "utilisation_samples", "ingest_ledger", "quarantine", "run_role_stats", "util_distribution",
+         "util_summary", "trainer_vs_ps", "server_count_hist", "hardware_fit", "recommendations"]
+
+
+@pytest.fixture
+def materialized(landed):
+    """Every asset materialised for DAY: daily assets first, then the merged and publish assets."""
+    d = defs()
+    graph = d.resolve_asset_graph()
+    keys = [k for k in graph.get_all_asset_keys() if graph.get(k).is_materializable]
+    daily = [k for k in keys if graph.get(k).partitions_def is not None]
+    merged = [k for k in keys if graph.get(k).partitions_def is None]
+    resources = {"fleet": FleetHome(home=str(landed.root))}
+    with dg.instance_for_test() as instance:
+        r1 = dg.materialize(d.assets, selection=daily, partition_key=DAY, instance=instance, resources=resources)
+        r2 = dg.materialize(d.assets, selection=merged, instance=instance, resources=resources)
+        yield landed, r1, r2
+
+
+def test_every_asset_materialises_and_every_check_passes(materialized):
+    home, r1, r2 = materialized
+    assert r1.success and r2.success
+    checks = r1.get_asset_check_evaluations()
+    assert {(c.asset_key.to_user_string(), c.check_name) for c in checks} == {
+        ("ingest_ledger", "reconciles"), ("runs", "conforms_to_contract"), ("utilisation_samples", "conforms_to_contract")}
+    assert all(c.passed for c in checks)
+    materialized_keys = {m.asset_key.to_user_string() for m in r1.get_asset_materialization_events()} | \
+                        {m.asset_key.to_user_string() for m in r2.get_asset_materialization_events()}
+    assert set(VIEWS) | {"analyst_catalog", "fleet_report"} <= materialized_keys
+
+
+def test_samples_in_equal_accepted_plus_quarantined(materialized, small_day):
+    home, *_ = materialized
+    ledger = lake.read_partition(home, "ingest_ledger", DAY)
+    samples = ledger.filter(pl.col("table_name") == "utilisation_samples")
+    assert int(samples["rows_in"].sum()) == small_day.samples.height
+    assert int(samples["rows_in"].sum()) == int(samples["rows_accepted"].sum()) + int(samples["rows_quarantined"].sum())
+    assert lake.read_partition(home, "utilisation_samples", DAY).height == int(samples["rows_accepted"].sum())
+
+
+def test_every_view_answers_sql_read_only(materialized):
+    home, *_ = materialized
+    con = duckdb.connect(str(home.catalog_path), read_only=True)
+    try:
+        counts = {v: con.execute(f"SELECT count(*) FROM {v}").fetchone()[0] for v in VIEWS}
+        kinds = set(r[0] for r in con.execute("SELECT table_type FROM information_schema.tables").fetchall())
+        comment = con.execute("SELECT comment FROM duckdb_views() WHERE view_name = 'runs'").fetchone()[0]
+    finally:
+        con.close()
+    assert kinds == {"VIEW"}  # the catalog holds views only
+    assert counts["runs"] == 12 and counts["utilisation_samples"] > 0 and counts["quarantine"] == 0
+    assert all(counts[v] > 0 for v in VIEWS if v != "quarantine")
+    assert "One row per training run" in comment
+
+
+def test_views_use_absolute_paths(materialized, tmp_path, monkeypatch):
+    home, *_ = materialized
+    monkeypatch.chdir(tmp_path)  # another working directory must see the same data
+    con = duckdb.connect(str(home.catalog_path), read_only=True)
+    try:
+        assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 12
+    finally:
+        con.close()
+
+
+def test_report_is_self_contained(materialized):
+    home, *_ = materialized
+    html = home.report_path.read_text()
+    assert not re.search(r"<script[^>]*\bsrc\s*=", html, re.IGNORECASE)  # no external script at all
+    assert not re.search(r"<link[^>]*\bhref\s*=\s*[\"']https?:", html, re.IGNORECASE)
+    assert "cdn.jsdelivr" not in html
+    assert "vegaEmbed" in html and "Fleet telemetry report" in html

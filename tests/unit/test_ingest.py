@@ -1,0 +1,106 @@
+"""Ingest: every row accepted or quarantined with a reason; counts reconcile per file; whole-file faults."""
+
+import gzip
+import json
+
+import polars as pl
+
+from pipelines.lib.ingest import detect_format, ingest_day, reconciliation, table_for
+from tests.conftest import DAY
+
+
+def _write(home, name, data: bytes, source="producer"):
+    path = home.landing / source / DAY / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return path
+
+
+def _jsonl(rows) -> bytes:
+    return ("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows) + "\n").encode()
+
+
+def test_clean_day_is_accepted_whole(landed, hw, small_day):
+    r = ingest_day(landed, DAY, hw.platforms)
+    assert r.runs.height == small_day.runs.height
+    assert r.utilisation_samples.height == small_day.samples.height
+    assert r.quarantine.height == 0
+    assert set(r.ingest_ledger["file_status"]) == {"accepted"}
+    assert reconciliation(r.ingest_ledger).height == 0
+    assert r.runs["source"].unique().to_list() == ["synthetic"]
+
+
+def test_row_faults_are_quarantined_and_counts_reconcile(landed, hw, small_day):
+    run = json.loads(small_day.runs.head(1).with_columns(pl.col("start_ts", "end_ts").dt.to_string("%Y-%m-%dT%H:%M:%SZ")).write_ndjson().splitlines()[0])
+    sample = json.loads(small_day.samples.head(1).with_columns(pl.col("ts").dt.to_string("%Y-%m-%dT%H:%M:%SZ")).write_ndjson().splitlines()[0])
+    _write(landed, "runs-late.jsonl", _jsonl([
+        {**run, "run_id": "late-1"},                      # fine
+        {**run, "run_id": "late-2", "platform": "tpu"},   # unknown platform
+        run,                                              # duplicate of a run in runs.jsonl
+        "{not json",                                      # bad JSON
+        "",                                               # blank lines are not rows
+        {**run, "run_id": "late-3", "colour": "blue"},    # extra column: kept aside, not fatal
+    ]))
+    _write(landed, "utilisation_samples-late.jsonl", _jsonl([
+        {**sample, "run_id": "late-1", "ts": run["start_ts"]},  # fine
+        {**sample, "run_id": "nobody"},                          # unknown run
+        {**sample, "run_id": "late-1", "ts": "2030-01-01T00:00:00Z"},  # outside the run
+        {**sample, "run_id": "late-1", "ts": run["start_ts"], "cpu_util": 3},  # out of bounds
+    ]))
+    r = ingest_day(landed, DAY, hw.platforms)
+    ledger = {row["source_file"]: row for row in r.ingest_ledger.iter_rows(named=True)}
+    late = ledger["producer/2026-11-20/runs-late.jsonl"]
+    assert (late["rows_in"], late["rows_accepted"], late["rows_quarantined"], late["file_status"]) == (5, 2, 3, "partial")
+    assert late["extra_columns"] == "colour"
+    s_late = ledger["producer/2026-11-20/utilisation_samples-late.jsonl"]
+    assert (s_late["rows_in"], s_late["rows_accepted"], s_late["rows_quarantined"]) == (4, 1, 3)
+    assert reconciliation(r.ingest_ledger).height == 0
+    reasons = dict(r.quarantine.select(pl.format("{}:{}", "source_file", "row_number"), "reason_code").iter_rows())
+    assert reasons == {
+        "producer/2026-11-20/runs-late.jsonl:2": "unknown_value",
+        "producer/2026-11-20/runs-late.jsonl:3": "duplicate_key",
+        "producer/2026-11-20/runs-late.jsonl:4": "bad_json",
+        "producer/2026-11-20/utilisation_samples-late.jsonl:2": "unknown_run",
+        "producer/2026-11-20/utilisation_samples-late.jsonl:3": "ts_outside_run",
+        "producer/2026-11-20/utilisation_samples-late.jsonl:4": "out_of_bounds",
+    }
+    bad_json = r.quarantine.filter(pl.col("reason_code") == "bad_json").row(0, named=True)
+    assert bad_json["raw_record"] == "{not json" and bad_json["table_name"] == "runs"
+    assert r.runs.height == small_day.runs.height + 2
+
+
+def test_whole_file_faults_are_quarantined_and_the_rest_goes_through(landed, hw, small_day):
+    _write(landed, "runs-empty.jsonl", b"")
+    _write(landed, "runs-cut.jsonl.gz", gzip.compress(b'{"run_id": "x"}\n' * 50)[:-12])
+    _write(landed, "runs.xlsx", b"PK\x03\x04 spreadsheet")
+    _write(landed, "inventory.csv", b"a,b\n1,2\n")
+    _write(landed, "runs-latin1.csv", "run_id,model_name\nr\xe9,M1\n".encode("latin-1"))
+    r = ingest_day(landed, DAY, hw.platforms)
+    files = r.quarantine.filter(pl.col("row_number") == 0)
+    assert dict(files.select("source_file", "reason_code").iter_rows()) == {
+        "producer/2026-11-20/runs-empty.jsonl": "file_empty",
+        "producer/2026-11-20/runs-cut.jsonl.gz": "file_unreadable",
+        "producer/2026-11-20/runs.xlsx": "file_unknown_format",
+        "producer/2026-11-20/inventory.csv": "file_unknown_table",
+        "producer/2026-11-20/runs-latin1.csv": "file_unreadable",
+    }
+    assert "truncated" in files.filter(pl.col("source_file").str.ends_with(".gz"))["message"][0]
+    assert r.runs.height == small_day.runs.height  # the good files still went through
+    assert reconciliation(r.ingest_ledger).height == 0
+    assert set(r.ingest_ledger.filter(pl.col("source") == "producer")["file_status"]) == {"quarantined"}
+
+
+def test_format_and_table_detection():
+    assert detect_format("x.jsonl.gz", b"\x1f\x8b\x08\x00") == ("jsonl", True)
+    assert detect_format("x.bin", b"PAR1") == ("parquet", False)
+    assert detect_format("x.txt", b"abcd") == (None, False)
+    assert table_for("utilisation_samples-part-3.csv") == "utilisation_samples"
+    assert table_for("runs.parquet") == "runs"
+    assert table_for("runsheet.csv") is None
+
+
+def test_reingesting_is_idempotent(landed, hw):
+    a = ingest_day(landed, DAY, hw.platforms)
+    b = ingest_day(landed, DAY, hw.platforms)
+    for name in ("runs", "utilisation_samples", "quarantine"):
+        assert a.frames()[name].equals(b.frames()[name])
