@@ -10,7 +10,7 @@ def test_definitions_load_and_validate():
     dg.Definitions.validate_loadable(d)
     graph = d.resolve_asset_graph()
     groups = {graph.get(k).group_name for k in graph.get_all_asset_keys()}
-    assert groups == {"raw", "core", "out", "publish"}
+    assert groups == {"landing", "raw", "core", "out", "publish"}
 
 
 def test_asset_keys_equal_contract_and_view_names():

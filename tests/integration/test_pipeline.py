@@ -36,7 +36,8 @@ def test_every_asset_materialises_and_every_check_passes(materialized):
     assert r1.success and r2.success
     checks = r1.get_asset_check_evaluations()
     assert {(c.asset_key.to_user_string(), c.check_name) for c in checks} == {
-        ("ingest_ledger", "reconciles"), ("runs", "conforms_to_contract"), ("utilisation_samples", "conforms_to_contract")}
+        ("ingest_ledger", "reconciles"), ("runs", "conforms_to_contract"), ("utilisation_samples", "conforms_to_contract"),
+        ("runs", "unique_key"), ("utilisation_samples", "unique_key"), ("runs", "row_count_vs_trailing_week")}
     assert all(c.passed for c in checks)
     materialized_keys = {m.asset_key.to_user_string() for m in r1.get_asset_materialization_events()} | \
                         {m.asset_key.to_user_string() for m in r2.get_asset_materialization_events()}

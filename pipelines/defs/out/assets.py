@@ -1,6 +1,8 @@
 """Out layer: mergeable per-day partials (histograms, server counts, fit) and the merged analyses."""
 
 
+from datetime import timedelta
+
 import dagster as dg
 
 from pipelines.defs.metadata import OWNERS, description, preview, spec_metadata
@@ -10,9 +12,14 @@ from pipelines.defs.resources import FleetHome
 from pipelines.lib import analytics, lake
 
 
+# The nightly run refreshes the out layer by ~03:00 UTC; warn after 26 h, fail after 30 h without one.
+FRESHNESS = dg.FreshnessPolicy.time_window(fail_window=timedelta(hours=30), warn_window=timedelta(hours=26))
+
+
 def _daily(name: str, deps: list[str], kinds: set[str]):
     return dg.asset(name=name, group_name="out", partitions_def=DAILY, deps=deps, kinds=kinds, owners=OWNERS,
-                    description=description(name), metadata=spec_metadata(name), tags={"layer": "out"})
+                    description=description(name), metadata=spec_metadata(name), tags={"layer": "out"},
+                    freshness_policy=FRESHNESS)
 
 
 def _written(path, frame, **extra) -> dg.MaterializeResult:
@@ -53,7 +60,8 @@ def hardware_fit(context: dg.AssetExecutionContext, fleet: FleetHome) -> dg.Mate
 @dg.multi_asset(
     name="merged_utilisation",
     specs=[dg.AssetSpec(t, group_name="out", deps=["util_distribution"], kinds={"duckdb", "parquet"}, owners=OWNERS,
-                        description=description(t), metadata=spec_metadata(t), tags={"layer": "out"})
+                        description=description(t), metadata=spec_metadata(t), tags={"layer": "out"},
+                        freshness_policy=FRESHNESS)
            for t in ("util_summary", "trainer_vs_ps")],
 )
 def merged_utilisation(fleet: FleetHome):
@@ -74,7 +82,7 @@ def merged_utilisation(fleet: FleetHome):
 
 @dg.asset(name="recommendations", group_name="out", deps=["runs", "hardware_fit"], kinds={"duckdb", "parquet"},
           owners=OWNERS, description=description("recommendations"), metadata=spec_metadata("recommendations"),
-          tags={"layer": "out"})
+          tags={"layer": "out"}, freshness_policy=FRESHNESS)
 def recommendations(fleet: FleetHome) -> dg.MaterializeResult:
     """Ranked platform x placement per model and objective, from the observed fleet."""
     home = fleet.data_home()

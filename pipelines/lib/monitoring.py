@@ -1,0 +1,88 @@
+"""Operational logic behind the sensor and checks: landing inventory, changed days, row-count anomalies."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import statistics
+from dataclasses import dataclass
+
+import pyarrow.parquet as pq
+
+from pipelines.lib import lake
+from pipelines.lib.paths import DataHome
+
+Signature = tuple[int, int]  # (mtime_ns, size)
+
+
+def landing_inventory(home: DataHome) -> dict[str, Signature]:
+    """Every visible landing file under landing/<source>/<YYYY-MM-DD>/, keyed by path relative to landing/."""
+    out: dict[str, Signature] = {}
+    if not home.landing.is_dir():
+        return out
+    for f in home.landing.glob("*/*/*"):
+        rel = f.relative_to(home.landing)
+        if any(part.startswith(".") for part in rel.parts) or not f.is_file() or not _is_day(rel.parts[1]):
+            continue
+        st = f.stat()
+        out[str(rel)] = (st.st_mtime_ns, st.st_size)
+    return out
+
+
+def _is_day(text: str) -> bool:
+    try:
+        return len(text) == 10 and dt.date.fromisoformat(text) is not None
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True)
+class DayChange:
+    day: str
+    files: tuple[str, ...]
+
+    @property
+    def run_key(self) -> str:
+        """Stable for one set of file versions: the same change never triggers twice."""
+        return f"{self.day}:" + hashlib.sha256("\n".join(self.files).encode()).hexdigest()[:16]
+
+
+def changed_days(previous: dict[str, Signature], current: dict[str, Signature]) -> list[DayChange]:
+    """Days with a new, changed or removed landing file since ``previous``."""
+    touched: dict[str, list[str]] = {}
+    for rel in sorted(set(previous) | set(current)):
+        if previous.get(rel) != current.get(rel):
+            sig = current.get(rel)
+            touched.setdefault(rel.split("/")[1], []).append(f"{rel}@{sig[0]}:{sig[1]}" if sig else f"{rel}@removed")
+    return [DayChange(day, tuple(files)) for day, files in sorted(touched.items())]
+
+
+def partition_row_counts(home: DataHome, table: str) -> dict[str, int]:
+    """Rows per day of a partitioned table, from Parquet footers (no data read)."""
+    return {p.parent.name.removeprefix("day="): pq.ParquetFile(p).metadata.num_rows for p in lake.table_files(home, table)}
+
+
+@dataclass(frozen=True)
+class Anomaly:
+    passed: bool
+    count: int
+    baseline: float | None
+    ratio: float | None
+    days_compared: int
+    message: str
+
+
+def row_count_anomaly(history: dict[str, int], day: str, count: int, *, window: int = 7,
+                      low: float = 0.5, high: float = 2.0, min_days: int = 3) -> Anomaly:
+    """Compare a day's row count with the median of the ``window`` days before it."""
+    d = dt.date.fromisoformat(day)
+    prior = [history[k] for k in (str(d - dt.timedelta(days=i)) for i in range(1, window + 1)) if k in history]
+    if len(prior) < min_days:
+        return Anomaly(True, count, None, None, len(prior), f"only {len(prior)} earlier day(s) in the trailing week; not judged")
+    base = float(statistics.median(prior))
+    ratio = count / base if base else (float("inf") if count else 1.0)
+    ok = low <= ratio <= high
+    msg = (f"{count} rows vs a trailing-week median of {base:g} ({ratio:.2f}x)"
+           + ("" if ok else f": outside the expected {low:g}x..{high:g}x"))
+    return Anomaly(ok, count, base, ratio, len(prior), msg)
+
