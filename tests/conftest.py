@@ -47,3 +47,12 @@ def landed(home: DataHome, small_day) -> DataHome:
     """A data home with one synthetic day in landing/synthetic/<DAY>/ as JSON Lines."""
     write_day(small_day, home.landing, source="synthetic", fmt="jsonl")
     return home
+
+
+@pytest.fixture(scope="session")
+def definitions():
+    """The real code location, loaded once: Dagster keeps a process-global load context that a sensor
+    context built over these definitions binds to its (temporary) instance, so reloading later fails."""
+    from pipelines.definitions import defs
+
+    return defs()

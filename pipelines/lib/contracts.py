@@ -360,7 +360,7 @@ def validate_strings(
 
 
 def conformance_violations(frame: pl.DataFrame, c: Contract) -> list[str]:
-    """What in a written frame breaks its contract: columns, dtypes, nulls, bounds, enums, key duplicates."""
+    """What in a frame breaks its contract: columns, dtypes, nulls, finiteness, bounds, enums (keys: see key_duplicates)."""
     problems: list[str] = []
     expected = c.polars_schema()
     if list(frame.columns) != list(expected):
@@ -381,8 +381,11 @@ def conformance_violations(frame: pl.DataFrame, c: Contract) -> list[str]:
             problems.append(f"{col.name}: values above {col.max}")
         if col.enum and (~s.drop_nulls().is_in(list(col.enum))).any():
             problems.append(f"{col.name}: values outside {list(col.enum)}")
-    if c.primary_key and frame.height:
-        dups = frame.select(c.primary_key).is_duplicated().sum()
-        if dups:
-            problems.append(f"primary key {list(c.primary_key)}: {dups} duplicated rows")
     return problems
+
+
+def key_duplicates(frame: pl.DataFrame, c: Contract) -> int:
+    """Rows whose primary key occurs more than once (every copy counts)."""
+    if not c.primary_key or not frame.height:
+        return 0
+    return int(frame.select(c.primary_key).is_duplicated().sum())

@@ -7,7 +7,6 @@ import polars as pl
 import pytest
 import dagster as dg
 
-from pipelines.definitions import defs
 from pipelines.defs.resources import FleetHome
 from pipelines.lib import lake
 from tests.conftest import DAY
@@ -17,9 +16,9 @@ VIEWS = ["runs", "utilisation_samples", "ingest_ledger", "quarantine", "run_role
 
 
 @pytest.fixture
-def materialized(landed):
+def materialized(landed, definitions):
     """Every asset materialised for DAY: daily assets first, then the merged and publish assets."""
-    d = defs()
+    d = definitions
     graph = d.resolve_asset_graph()
     keys = [k for k in graph.get_all_asset_keys() if graph.get(k).is_materializable]
     daily = [k for k in keys if graph.get(k).partitions_def is not None]

@@ -4,7 +4,8 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
-from pipelines.lib.contracts import contract, contracts, conformance_violations, table_schema, validate_strings
+from pipelines.lib.contracts import (conformance_violations, contract, contracts, key_duplicates, table_schema,
+                                     validate_strings)
 
 VIEWS = ["runs", "utilisation_samples", "ingest_ledger", "quarantine", "run_role_stats", "util_distribution",
          "util_summary", "trainer_vs_ps", "server_count_hist", "hardware_fit", "recommendations"]
@@ -121,5 +122,5 @@ def test_conformance_catches_broken_partitions():
     }).with_columns(pl.col("day").str.to_date(), pl.col("n_servers").cast(pl.Int32))
     problems = conformance_violations(frame, c)
     assert any("n_runs: values below 1" in p for p in problems)
-    assert any("primary key" in p for p in problems)
-    assert conformance_violations(frame.head(1), c) == []
+    assert key_duplicates(frame, c) == 2
+    assert conformance_violations(frame.head(1), c) == [] and key_duplicates(frame.head(1), c) == 0

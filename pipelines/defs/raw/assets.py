@@ -11,7 +11,7 @@ from pipelines.defs.metadata import OWNERS, description, preview, spec_metadata
 from pipelines.defs.partitions import DAILY
 from pipelines.defs.resources import FleetHome
 from pipelines.lib import lake
-from pipelines.lib.contracts import conformance_violations, contract
+from pipelines.lib.contracts import conformance_violations, contract, key_duplicates
 from pipelines.lib.ingest import ingest_day, reconciliation
 from pipelines.lib.monitoring import partition_row_counts, row_count_anomaly
 
@@ -40,11 +40,6 @@ CHECKS = [
 ]
 
 
-def _key_duplicates(frame: pl.DataFrame, table: str) -> int:
-    pk = list(contract(table).primary_key)
-    return int(frame.select(pk).is_duplicated().sum()) if frame.height else 0
-
-
 @dg.multi_asset(name="raw_ingest", specs=[_spec(t) for t in RAW_TABLES], partitions_def=DAILY, check_specs=CHECKS)
 def raw_ingest(context: dg.AssetExecutionContext, fleet: FleetHome):
     """Read every landing file of the day, validate each row against its contract, write the day whole."""
@@ -63,7 +58,7 @@ def raw_ingest(context: dg.AssetExecutionContext, fleet: FleetHome):
     for table in ("runs", "utilisation_samples"):
         frame = result.frames()[table]
         problems = conformance_violations(frame, contract(table))
-        dups = _key_duplicates(frame, table)
+        dups = key_duplicates(frame, contract(table))
         checks.append(dg.AssetCheckResult(asset_key=table, check_name="conforms_to_contract", passed=not problems,
                                           metadata={"violations": dg.MetadataValue.json(problems), "rows": frame.height}))
         checks.append(dg.AssetCheckResult(asset_key=table, check_name="unique_key", passed=dups == 0,
