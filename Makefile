@@ -14,13 +14,17 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# Headless Chromium renders the report in the browser tests (Debian package).
+# Debian packages the tests use: Chromium (renders the report) and PostgreSQL (production instance test).
 system-deps:
-	@command -v chromium >/dev/null 2>&1 || { \
+	@missing=""; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "installing chromium (Debian package) for the browser tests"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; \
-	  else echo "chromium is missing and cannot be installed here (need root + apt-get): browser tests will fail"; fi; }
+	    echo "installing Debian packages:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	  else echo "missing Debian packages:$$missing (need root + apt-get to install them)"; fi; \
+	fi
 
 demo: install
 	$(BIN)/fleet demo

@@ -33,6 +33,17 @@ def _days(start: str | None, n: int) -> list[str]:
     return [(first + dt.timedelta(days=i)).isoformat() for i in range(n)]
 
 
+def _span(first: str, last: str) -> list[str]:
+    """Every day from ``first`` to ``last`` inclusive."""
+    try:
+        a, b = dt.date.fromisoformat(first), dt.date.fromisoformat(last)
+    except ValueError as exc:
+        raise SystemExit(f"fleet: {exc}; dates are YYYY-MM-DD") from None
+    if b < a:
+        raise SystemExit(f"fleet: --to {last} is before --from {first}")
+    return [(a + dt.timedelta(days=i)).isoformat() for i in range((b - a).days + 1)]
+
+
 def synthesize(out: Path, days: list[str], runs_per_day: int, seed: int, fmt: str, source: str = "synthetic",
                gzip_level: int | None = None, quiet: bool = False) -> dict:
     """Write a synthetic fleet into landing folder ``out``; returns counts."""
@@ -89,7 +100,10 @@ def cmd_run(args: argparse.Namespace, days: list[str] | None = None) -> int:
     from pipelines.orchestrate import run_pipeline
 
     home = DataHome.resolve(args.home)
-    days = days or (_days(args.start, args.days) if args.start else landing_days(home))
+    if days is None:
+        days = landing_days(home)
+        if args.date_from:
+            days = _span(args.date_from, args.date_to or args.date_from)
     if not days:
         print(f"fleet: no landing days under {home.landing}; run `fleet synth` or deliver files first", file=sys.stderr)
         return 2
@@ -157,10 +171,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print counts and file paths as JSON")
     s.set_defaults(func=cmd_synth)
 
-    r = sub.add_parser("run", help="materialise every asset for landing days (default: every day in landing/)")
+    r = sub.add_parser("run", help="materialise every asset for landing days; with --from/--to, a backfill of that range")
     r.add_argument("--home")
-    r.add_argument("--start", help="first day YYYY-MM-DD")
-    r.add_argument("--days", type=int, default=1)
+    r.add_argument("--from", dest="date_from", help="first day YYYY-MM-DD (default: every day found in landing/)")
+    r.add_argument("--to", dest="date_to", help="last day YYYY-MM-DD (default: --from)")
     r.set_defaults(func=cmd_run)
 
     u = sub.add_parser("ui", help="start the Dagster UI on the data home's instance")

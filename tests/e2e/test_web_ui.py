@@ -1,0 +1,106 @@
+"""The real web UI: `dagster dev` on a free loopback port, queried over GraphQL, stopped cleanly by its pid."""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+from pipelines.lib.paths import INSTANCE_TEMPLATE, PROJECT_ROOT
+from tests.conftest import DAY
+from tests.e2e.conftest import BIN
+
+pytestmark = pytest.mark.slow
+LOCATION = "fleet_telemetry"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _graphql(port: int, query: str) -> dict:
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": query}).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        body = json.loads(resp.read())
+    assert "errors" not in body, body
+    return body["data"]
+
+
+@pytest.fixture
+def dagster_dev(landed, tmp_path):
+    dh = tmp_path / "dagster_home"
+    dh.mkdir()
+    shutil.copyfile(INSTANCE_TEMPLATE, dh / "dagster.yaml")
+    port = _free_port()
+    env = {**os.environ, "DAGSTER_HOME": str(dh), "FLEET_HOME": str(landed.root), "DAGSTER_DISABLE_TELEMETRY": "1"}
+    log = open(tmp_path / "dagster_dev.log", "w")
+    # Reset SIGINT/SIGTERM: started from a shell without job control they are ignored, and dagster dev
+    # would then never stop (../shared/notes/stack.md §3.4).
+    proc = subprocess.Popen([str(BIN / "dagster"), "dev", "-h", "127.0.0.1", "-p", str(port)], cwd=PROJECT_ROOT, env=env,
+                            stdout=log, stderr=subprocess.STDOUT,
+                            preexec_fn=lambda: (signal.signal(signal.SIGINT, signal.SIG_DFL), signal.signal(signal.SIGTERM, signal.SIG_DFL)))
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            assert proc.poll() is None, (tmp_path / "dagster_dev.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "dagster dev did not answer /server_info within 120 s"
+            time.sleep(0.5)
+        yield port, proc, landed
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        log.close()
+
+
+def test_ui_serves_graph_schedule_and_sensor_and_sensor_launches_one_run(dagster_dev):
+    port, proc, home = dagster_dev
+    selector = f'{{repositoryName: "__repository__", repositoryLocationName: "{LOCATION}"}}'
+    nodes = _graphql(port, "{ assetNodes { assetKey { path } groupName isPartitioned } }")["assetNodes"]
+    keys = {"/".join(n["assetKey"]["path"]): n for n in nodes}
+    for table in ("runs", "utilisation_samples", "run_role_stats", "util_distribution", "trainer_vs_ps", "recommendations",
+                  "analyst_catalog", "fleet_report"):
+        assert table in keys
+    assert keys["runs"]["isPartitioned"] and keys["runs"]["groupName"] == "raw"
+    schedules = _graphql(port, f"{{ schedulesOrError(repositorySelector: {selector}) {{ ... on Schedules {{ results {{ name cronSchedule scheduleState {{ status }} }} }} }} }}")
+    assert {(s["name"], s["cronSchedule"], s["scheduleState"]["status"]) for s in schedules["schedulesOrError"]["results"]} == {
+        ("nightly_schedule", "0 2 * * *", "RUNNING")}
+    sensors = _graphql(port, f"{{ sensorsOrError(repositorySelector: {selector}) {{ ... on Sensors {{ results {{ name sensorState {{ status }} }} }} }} }}")
+    assert {(s["name"], s["sensorState"]["status"]) for s in sensors["sensorsOrError"]["results"]} == {("landing_sensor", "RUNNING")}
+
+    # The daemon ticks the sensor: the landed day gets exactly one run, and it succeeds.
+    query = ('{ runsOrError(filter: {tags: [{key: "fleet/trigger", value: "landing_sensor"}]}) '
+             '{ ... on Runs { results { runId status tags { key value } } } } }')
+    deadline, runs = time.monotonic() + 240, []
+    while time.monotonic() < deadline:
+        runs = _graphql(port, query)["runsOrError"]["results"]
+        if runs and all(r["status"] in ("SUCCESS", "FAILURE", "CANCELED") for r in runs):
+            break
+        time.sleep(2)
+    assert len(runs) == 1, runs
+    tags = {t["key"]: t["value"] for t in runs[0]["tags"]}
+    assert tags["dagster/partition"] == DAY and runs[0]["status"] == "SUCCESS"
+    assert home.catalog_path.exists() and home.report_path.exists()
+
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=60) == 0 or proc.returncode in (0, -signal.SIGINT, 130)
+    with pytest.raises(OSError):
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2)
