@@ -16,6 +16,9 @@ PLATFORM_FIELDS = (
     "hbm_bw_gb_per_s_per_gpu", "gpu_fp32_tflops", "gpu_link_gb_per_s", "pcie_gb_per_s", "nic_gb_per_s",
     "idle_w", "peak_w",
 )
+# Observed platforms (e.g. from public traces) may know only some figures; the rest are null and such a
+# platform is not modelled (no placements, no predictions) until a user fills them in.
+REQUIRED_PLATFORM_FIELDS = ("gpus",)
 MODEL_FIELDS = (
     "n_dense_features", "n_sparse_features", "n_tables", "embedding_dim", "embedding_gb",
     "mean_lookups_per_table", "bottom_mlp", "top_mlp", "interaction", "batch_size",
@@ -32,25 +35,31 @@ class Platform:
 
     name: str
     description: str
-    sockets: int
-    cores: int
-    cpu_fp32_tflops: float
-    dram_gb: float
-    dram_bw_gb_per_s: float
     gpus: int
-    hbm_gb_per_gpu: float
-    hbm_bw_gb_per_s_per_gpu: float
-    gpu_fp32_tflops: float
-    gpu_link_gb_per_s: float
-    pcie_gb_per_s: float
-    nic_gb_per_s: float
-    idle_w: float
-    peak_w: float
-    placements: tuple[str, ...]
+    sockets: int | None = None
+    cores: int | None = None
+    cpu_fp32_tflops: float | None = None
+    dram_gb: float | None = None
+    dram_bw_gb_per_s: float | None = None
+    hbm_gb_per_gpu: float | None = None
+    hbm_bw_gb_per_s_per_gpu: float | None = None
+    gpu_fp32_tflops: float | None = None
+    gpu_link_gb_per_s: float | None = None
+    pcie_gb_per_s: float | None = None
+    nic_gb_per_s: float | None = None
+    idle_w: float | None = None
+    peak_w: float | None = None
+    placements: tuple[str, ...] = ()
+    source: str = "catalog"
 
     @property
     def hbm_gb(self) -> float:
-        return self.gpus * self.hbm_gb_per_gpu
+        return self.gpus * (self.hbm_gb_per_gpu or 0)
+
+    @property
+    def modelled(self) -> bool:
+        """Every figure the workload model needs is known."""
+        return bool(self.placements) and all(getattr(self, f) is not None for f in PLATFORM_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -73,8 +82,8 @@ class HardwareCatalog:
         return self.platform(self.remote_ps_platform).dram_gb * (1 - self.dram_reserve)
 
     def options(self) -> list[tuple[str, str]]:
-        """Every (platform, placement) the catalog allows."""
-        return [(p.name, pl) for p in self.platforms.values() for pl in p.placements]
+        """Every (platform, placement) the catalog allows (modelled platforms only)."""
+        return [(p.name, pl) for p in self.platforms.values() if p.modelled for pl in p.placements]
 
 
 @dataclass(frozen=True)
@@ -108,19 +117,28 @@ def _read_yaml(path: Path) -> dict[str, Any]:
 
 
 def _platform(name: str, spec: Mapping[str, Any], path: Path) -> Platform:
-    missing = [f for f in PLATFORM_FIELDS + ("placements",) if f not in spec]
+    unknown = set(spec) - set(PLATFORM_FIELDS) - {"description", "placements", "source"}
+    if unknown:
+        raise CatalogError(f"{path}: platform {name!r} has unknown fields {sorted(unknown)}; valid: {list(PLATFORM_FIELDS)}")
+    missing = [f for f in REQUIRED_PLATFORM_FIELDS if f not in spec]
     if missing:
         raise CatalogError(f"{path}: platform {name!r} lacks {missing}")
-    bad = [p for p in spec["placements"] if p not in PLACEMENTS]
+    placements = tuple(spec.get("placements") or ())
+    bad = [p for p in placements if p not in PLACEMENTS]
     if bad:
         raise CatalogError(f"{path}: platform {name!r} has unknown placements {bad}; valid: {list(PLACEMENTS)}")
     for f in PLATFORM_FIELDS:
-        if not isinstance(spec[f], (int, float)) or spec[f] < 0:
-            raise CatalogError(f"{path}: platform {name!r} field {f} must be a non-negative number, got {spec[f]!r}")
-    if spec["gpus"] == 0 and any(p in ("gpu_hbm", "hybrid") for p in spec["placements"]):
+        v = spec.get(f)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0):
+            raise CatalogError(f"{path}: platform {name!r} field {f} must be a non-negative number, got {v!r}")
+    if spec["gpus"] == 0 and any(p in ("gpu_hbm", "hybrid") for p in placements):
         raise CatalogError(f"{path}: platform {name!r} has no GPUs but allows a GPU placement")
-    return Platform(name=name, description=spec.get("description", ""), placements=tuple(spec["placements"]),
-                    **{f: spec[f] for f in PLATFORM_FIELDS})
+    p = Platform(name=name, description=spec.get("description", ""), placements=placements,
+                 source=spec.get("source", "catalog"), **{f: spec.get(f) for f in PLATFORM_FIELDS})
+    if placements and not p.modelled:
+        lacking = [f for f in PLATFORM_FIELDS if spec.get(f) is None]
+        raise CatalogError(f"{path}: platform {name!r} lists placements but lacks {lacking} the model needs")
+    return p
 
 
 def load_hardware(extra: Path | None = None) -> HardwareCatalog:
@@ -137,6 +155,22 @@ def load_hardware(extra: Path | None = None) -> HardwareCatalog:
         raise CatalogError(f"{base_path}: remote_ps.server_platform {ps['server_platform']!r} is not a platform")
     return HardwareCatalog(platforms=platforms, hbm_reserve=float(reserve["hbm"]), dram_reserve=float(reserve["dram"]),
                            remote_ps_platform=ps["server_platform"], remote_ps_max_servers=int(ps["max_servers"]))
+
+
+def register_platforms(catalog_file: Path, platforms: Mapping[str, Mapping[str, Any]]) -> None:
+    """Add or replace platforms in a user catalog file (YAML, written atomically); other entries are kept."""
+    import os
+
+    data = _read_yaml(catalog_file) if catalog_file.exists() else {}
+    merged = dict(data.get("platforms") or {})
+    for name, spec in platforms.items():
+        _platform(name, spec, catalog_file)  # validate before writing
+        merged[name] = {k: v for k, v in spec.items() if v is not None}
+    data["platforms"] = dict(sorted(merged.items()))
+    catalog_file.parent.mkdir(parents=True, exist_ok=True)
+    tmp = catalog_file.with_name(f".{catalog_file.name}.tmp")
+    tmp.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    os.replace(tmp, catalog_file)
 
 
 def load_models(extra: Path | None = None) -> dict[str, ModelSpec]:

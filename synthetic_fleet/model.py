@@ -51,11 +51,11 @@ def _layer_products(widths: pl.Expr) -> pl.Expr:
 
 
 def _platform_columns(hw: HardwareCatalog) -> pl.DataFrame:
-    rows = [{"platform": p.name, **{f"hw_{k}": float(getattr(p, k)) for k in (
+    rows = [{"platform": p.name, **{f"hw_{k}": None if getattr(p, k) is None else float(getattr(p, k)) for k in (
         "cpu_fp32_tflops", "dram_gb", "dram_bw_gb_per_s", "gpus", "hbm_gb_per_gpu", "hbm_bw_gb_per_s_per_gpu",
         "gpu_fp32_tflops", "gpu_link_gb_per_s", "pcie_gb_per_s", "nic_gb_per_s", "idle_w", "peak_w")}}
-            for p in hw.platforms.values()]
-    return pl.DataFrame(rows)
+            for p in hw.platforms.values() if p.modelled]
+    return pl.DataFrame(rows, schema={"platform": pl.String, **{k: pl.Float64 for k in rows[0] if k != "platform"}})
 
 
 def fit_frame(frame: pl.DataFrame, hw: HardwareCatalog) -> pl.DataFrame:

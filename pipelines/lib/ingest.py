@@ -216,6 +216,7 @@ def _typed_json(frame: pl.DataFrame, columns: Iterable[str]) -> pl.Expr:
 
 
 def _reject(frame: pl.DataFrame, mask: pl.Expr, reason: str, field: str, message: pl.Expr, columns: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    mask = mask.fill_null(False)  # a null comparison (e.g. a running run has no end) is not a violation
     bad = frame.filter(mask).select(
         "_source_file", "_row_number", pl.lit(reason).alias("reason_code"), pl.lit(field).alias("field"),
         message.alias("message"), _typed_json(frame, columns).alias("raw_record"))

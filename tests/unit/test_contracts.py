@@ -117,8 +117,9 @@ def test_integral_floats_are_accepted_for_integer_columns():
 def test_conformance_catches_broken_partitions():
     c = contract("server_count_hist")
     frame = pl.DataFrame({
-        "day": ["2026-01-01", "2026-01-01"], "platform": ["cpu", "cpu"], "model_name": ["M1prod", "M1prod"],
-        "role": ["trainer", "trainer"], "n_servers": [16, 16], "n_runs": [3, 0],
+        "day": ["2026-01-01", "2026-01-01"], "source": ["s", "s"], "platform": ["cpu", "cpu"],
+        "model_name": ["M1prod", "M1prod"], "ps_based": [True, True], "role": ["trainer", "trainer"],
+        "n_servers": [16, 16], "n_runs": [3, 0],
     }).with_columns(pl.col("day").str.to_date(), pl.col("n_servers").cast(pl.Int32))
     problems = conformance_violations(frame, c)
     assert any("n_runs: values below 1" in p for p in problems)
