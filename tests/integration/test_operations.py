@@ -5,7 +5,7 @@ import os
 import dagster as dg
 import polars as pl
 
-import pipelines.defs.raw.assets as raw_assets
+import pipelines.lib.ingest as ingest_module
 from pipelines.defs.resources import FleetHome
 from pipelines.lib import lake
 from tests.conftest import DAY
@@ -59,14 +59,14 @@ def test_nightly_schedule_runs_the_previous_day_at_two(definitions):
 
 
 def test_failing_blocking_check_stops_downstream_and_keeps_bad_rows_out(landed, monkeypatch, definitions):
-    real = raw_assets.ingest_day
+    real = ingest_module.ingest_day
 
     def with_duplicated_run(*args, **kwargs):  # simulates an ingest bug that lets a duplicate through
         result = real(*args, **kwargs)
         result.runs = pl.concat([result.runs, result.runs.head(1)])
         return result
 
-    monkeypatch.setattr(raw_assets, "ingest_day", with_duplicated_run)
+    monkeypatch.setattr(ingest_module, "ingest_day", with_duplicated_run)
     d = definitions
     graph = d.resolve_asset_graph()
     daily = [k for k in graph.get_all_asset_keys() if graph.get(k).is_materializable and graph.get(k).partitions_def]
@@ -78,6 +78,6 @@ def test_failing_blocking_check_stops_downstream_and_keeps_bad_rows_out(landed, 
         done = {m.asset_key.to_user_string() for m in result.get_asset_materialization_events()}
     assert [(c.asset_key.to_user_string(), c.check_name) for c in failed] == [("runs", "unique_key")]
     assert failed[0].metadata["duplicated_rows"].value == 2
-    assert done == {"ingest_ledger", "quarantine"}  # the explanation is written; nothing downstream ran
+    assert done == {"ingest_ledger", "quarantine", "extra_fields"}  # the explanation is written; nothing downstream ran
     assert not lake.partition_path(landed, "runs", DAY).exists()
     assert not lake.partition_path(landed, "run_role_stats", DAY).exists()

@@ -79,10 +79,10 @@ def test_whole_file_faults_are_quarantined_and_the_rest_goes_through(landed, hw,
     files = r.quarantine.filter(pl.col("row_number") == 0)
     assert dict(files.select("source_file", "reason_code").iter_rows()) == {
         "producer/2026-11-20/runs-empty.jsonl": "file_empty",
-        "producer/2026-11-20/runs-cut.jsonl.gz": "file_unreadable",
+        "producer/2026-11-20/runs-cut.jsonl.gz": "file_truncated",
         "producer/2026-11-20/runs.xlsx": "file_unknown_format",
         "producer/2026-11-20/inventory.csv": "file_unknown_table",
-        "producer/2026-11-20/runs-latin1.csv": "file_unreadable",
+        "producer/2026-11-20/runs-latin1.csv": "file_bad_encoding",
     }
     assert "truncated" in files.filter(pl.col("source_file").str.ends_with(".gz"))["message"][0]
     assert r.runs.height == small_day.runs.height  # the good files still went through

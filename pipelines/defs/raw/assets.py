@@ -1,8 +1,4 @@
-"""Raw layer: one landing day -> validated Parquet (runs, utilisation_samples) + quarantine + ingest ledger.
-
-The blocking checks run on the validated frames before anything is promoted: if one fails, the ledger and
-quarantine (the explanation) are written, runs and samples are not, and downstream assets do not run.
-"""
+"""Raw layer: one landing day -> validated Parquet (runs, utilisation_samples) + quarantine + ledger + extra fields."""
 
 import dagster as dg
 import polars as pl
@@ -11,18 +7,17 @@ from pipelines.defs.metadata import OWNERS, description, preview, spec_metadata
 from pipelines.defs.partitions import DAILY
 from pipelines.defs.resources import FleetHome
 from pipelines.lib import lake
-from pipelines.lib.contracts import conformance_violations, contract, key_duplicates
-from pipelines.lib.ingest import ingest_day, reconciliation
+from pipelines.lib.ingest import LANDING_TABLES, ingest_partition
 from pipelines.lib.monitoring import partition_row_counts, row_count_anomaly
 
-RAW_TABLES = ("runs", "utilisation_samples", "quarantine", "ingest_ledger")
+RAW_TABLES = ("runs", "utilisation_samples", "quarantine", "ingest_ledger", "extra_fields")
 LANDING = dg.AssetKey("landing_files")
 
 
 def _spec(table: str) -> dg.AssetSpec:
     return dg.AssetSpec(table, group_name="raw", kinds={"polars", "parquet"}, owners=OWNERS, deps=[LANDING],
                         description=description(table), metadata=spec_metadata(table), tags={"layer": "raw"},
-                        skippable=table in ("runs", "utilisation_samples"))
+                        skippable=table in LANDING_TABLES)
 
 
 def _check(name: str, asset: str, text: str, blocking: bool = True) -> dg.AssetCheckSpec:
@@ -42,43 +37,21 @@ CHECKS = [
 
 @dg.multi_asset(name="raw_ingest", specs=[_spec(t) for t in RAW_TABLES], partitions_def=DAILY, check_specs=CHECKS)
 def raw_ingest(context: dg.AssetExecutionContext, fleet: FleetHome):
-    """Read every landing file of the day, validate each row against its contract, write the day whole."""
+    """Read every landing file of the day, validate each row against its contract, write the day whole.
+
+    The blocking checks run on the validated frames before anything is promoted: if one fails, the ledger,
+    quarantine and extra fields (the explanation) are written, runs and samples are not (the last good
+    partition stays), and downstream assets do not run.
+    """
     day = context.partition_key
     home = fleet.data_home()
-    result = ingest_day(home, day, fleet.hardware().platforms.keys())
-    ledger = result.ingest_ledger
-
-    not_reconciled = reconciliation(ledger)
-    checks = [dg.AssetCheckResult(
-        asset_key="ingest_ledger", check_name="reconciles", passed=not_reconciled.height == 0,
-        description=None if not_reconciled.height == 0 else f"{not_reconciled.height} file(s) do not reconcile",
-        metadata={"files": ledger.height, "files_not_reconciling": not_reconciled.height,
-                  "rows_in": int(ledger["rows_in"].sum()), "rows_accepted": int(ledger["rows_accepted"].sum()),
-                  "rows_quarantined": int(ledger["rows_quarantined"].sum())})]
-    for table in ("runs", "utilisation_samples"):
+    outcome = ingest_partition(home, day, fleet.hardware().platforms.keys())
+    result = outcome.result
+    if not outcome.promoted:
+        failed = ", ".join(f"{c.table}/{c.name}" for c in outcome.checks if not c.passed)
+        context.log.error(f"runs and samples for {day} not promoted ({failed} failed); the last good partition stays")
+    for table, path in outcome.written.items():
         frame = result.frames()[table]
-        problems = conformance_violations(frame, contract(table))
-        dups = key_duplicates(frame, contract(table))
-        checks.append(dg.AssetCheckResult(asset_key=table, check_name="conforms_to_contract", passed=not problems,
-                                          metadata={"violations": dg.MetadataValue.json(problems), "rows": frame.height}))
-        checks.append(dg.AssetCheckResult(asset_key=table, check_name="unique_key", passed=dups == 0,
-                                          metadata={"duplicated_rows": dups, "key": ", ".join(contract(table).primary_key)}))
-    promote = all(c.passed for c in checks)
-
-    history = partition_row_counts(home, "runs")
-    anomaly = row_count_anomaly({d: n for d, n in history.items() if d != day}, day, result.runs.height)
-    checks.append(dg.AssetCheckResult(
-        asset_key="runs", check_name="row_count_vs_trailing_week", passed=anomaly.passed,
-        severity=dg.AssetCheckSeverity.WARN, description=anomaly.message,
-        metadata={"rows": anomaly.count, "trailing_median": anomaly.baseline, "ratio": anomaly.ratio,
-                  "days_compared": anomaly.days_compared}))
-
-    for table in RAW_TABLES:
-        frame = result.frames()[table]
-        if table in ("runs", "utilisation_samples") and not promote:
-            context.log.error(f"{table} for {day} not promoted: a blocking check failed; the last good partition stays")
-            continue
-        path = lake.write_partition(home, table, day, frame)
         meta = {"dagster/row_count": frame.height, "path": dg.MetadataValue.path(str(path))}
         if table == "ingest_ledger":
             meta["ledger"] = preview(frame.drop("sha256", "ingested_at"), rows=20)
@@ -88,7 +61,17 @@ def raw_ingest(context: dg.AssetExecutionContext, fleet: FleetHome):
             if frame.height:
                 meta["first_rejects"] = preview(frame.select("source_file", "row_number", "reason_code", "message"))
         yield dg.MaterializeResult(asset_key=table, metadata=meta)
-    yield from checks
+    for c in outcome.checks:
+        meta = {k: (dg.MetadataValue.json(v) if isinstance(v, list) else v) for k, v in c.metadata.items()}
+        yield dg.AssetCheckResult(asset_key=c.table, check_name=c.name, passed=c.passed, metadata=meta)
+
+    history = partition_row_counts(home, "runs")
+    anomaly = row_count_anomaly({d: n for d, n in history.items() if d != day}, day, result.runs.height)
+    yield dg.AssetCheckResult(
+        asset_key="runs", check_name="row_count_vs_trailing_week", passed=anomaly.passed,
+        severity=dg.AssetCheckSeverity.WARN, description=anomaly.message,
+        metadata={"rows": anomaly.count, "trailing_median": anomaly.baseline, "ratio": anomaly.ratio,
+                  "days_compared": anomaly.days_compared})
 
 
 def raw_frames(home, day: str) -> tuple[pl.DataFrame, pl.DataFrame]:
