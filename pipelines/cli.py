@@ -116,6 +116,80 @@ def cmd_run(args: argparse.Namespace, days: list[str] | None = None) -> int:
     return 0
 
 
+def _deliver_tree(src: Path, home: DataHome) -> list[str]:
+    """Copy a folder in the landing layout (<source>/<YYYY-MM-DD>/<file>) into the data home's landing."""
+    from pipelines.lib.ingest import landing_days
+    from synthetic_fleet.writers import write_bytes_atomic
+
+    probe = DataHome(src.parent) if src.name == "landing" else None
+    days = landing_days(probe) if probe else []
+    files = [p for p in sorted(src.glob("*/*/*")) if p.is_file() and not p.name.startswith(".")]
+    if not files:
+        raise SystemExit(f"fleet: {src} holds no files in the landing layout <source>/<YYYY-MM-DD>/<file>")
+    for f in files:
+        write_bytes_atomic(home.landing / f.relative_to(src), f.read_bytes())
+    return days or sorted({f.parent.name for f in files})
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    """Deliver (or adapt) files into landing, ingest their days, republish the catalog, print a summary."""
+    import polars as pl
+
+    from pipelines.lib import adapters
+    from pipelines.lib.catalog import publish_catalog
+    from pipelines.lib.ingest import ingest_partition, landing_days
+    from synthetic_fleet.catalog import load_hardware
+
+    home = DataHome.resolve(args.home)
+    path = Path(args.path).resolve() if args.path else None
+    if path is not None and not path.exists():
+        print(f"fleet: {path} does not exist", file=sys.stderr)
+        return 2
+    try:
+        if args.source in ("pai", "mlperf"):
+            if path is None:
+                print(f"fleet: --source {args.source} needs the folder of the public data (e.g. ../shared/realdata/...)", file=sys.stderr)
+                return 2
+            adapted = (adapters.adapt_pai if args.source == "pai" else adapters.adapt_mlperf)(path)
+            days = adapters.deliver(adapted, home)
+            print(f"{args.source}: {adapted.n_runs:,} runs over {len(days)} days; {len(adapted.platforms)} platforms "
+                  f"registered in {home.user_catalog_dir / 'hardware.yaml'}")
+            for note in adapted.notes:
+                print(f"  {note}")
+        elif path is not None:
+            days = _deliver_tree(path, home)
+        else:
+            days = _span(args.date_from, args.date_to or args.date_from) if args.date_from else landing_days(home)
+        if not days:
+            print(f"fleet: no landing days under {home.landing}", file=sys.stderr)
+            return 2
+        platforms = load_hardware(home.user_catalog_dir / "hardware.yaml").platforms.keys()
+        ledgers, quarantines, blocked = [], [], []
+        for day in days:
+            outcome = ingest_partition(home, day, platforms)
+            ledgers.append(outcome.result.ingest_ledger)
+            quarantines.append(outcome.result.quarantine)
+            if not outcome.promoted:
+                blocked.append(day)
+        publish_catalog(home)
+    except OSError as exc:
+        print(f"fleet: cannot do the ingest: {exc.strerror or exc} ({exc.filename or home.root})", file=sys.stderr)
+        return 1
+    ledger, quarantine = pl.concat(ledgers), pl.concat(quarantines)
+    by_reason = quarantine.group_by("reason_code").agg(pl.len().alias("entries")).sort("entries", descending=True)
+    print(f"ingested {len(days)} day(s): {ledger.height} files, {int(ledger['rows_in'].sum()):,} rows in, "
+          f"{int(ledger['rows_accepted'].sum()):,} accepted, {int(ledger['rows_quarantined'].sum()):,} quarantined")
+    for status, n in ledger.group_by("file_status").len().sort("file_status").iter_rows():
+        print(f"  files {status}: {n}")
+    for reason, n in by_reason.iter_rows():
+        print(f"  quarantined {reason}: {n}")
+    if blocked:
+        print(f"  NOT promoted (a blocking check failed): {', '.join(blocked)}")
+    print(f"catalog: {home.catalog_path}  (quarantine: SELECT * FROM quarantine; files: SELECT * FROM ingest_ledger)")
+    print("next: `fleet run` computes the analyses for these days")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     home = DataHome.resolve(args.home)
@@ -176,6 +250,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--from", dest="date_from", help="first day YYYY-MM-DD (default: every day found in landing/)")
     r.add_argument("--to", dest="date_to", help="last day YYYY-MM-DD (default: --from)")
     r.set_defaults(func=cmd_run)
+
+    i = sub.add_parser("ingest", help="ingest landing files (or deliver a folder, or adapt a public trace) with a summary")
+    i.add_argument("path", nargs="?", help="a folder in the landing layout <source>/<day>/<file>, or a public trace folder")
+    i.add_argument("--source", help="pai | mlperf: adapt that public trace found at PATH")
+    i.add_argument("--home")
+    i.add_argument("--from", dest="date_from", help="first landing day to (re)ingest YYYY-MM-DD")
+    i.add_argument("--to", dest="date_to", help="last landing day YYYY-MM-DD")
+    i.set_defaults(func=cmd_ingest)
 
     u = sub.add_parser("ui", help="start the Dagster UI on the data home's instance")
     u.add_argument("--home")

@@ -6,7 +6,7 @@ WITH obs AS (
            median(throughput_eps)                    AS median_throughput_eps,
            median(throughput_eps / nullif(power_w, 0)) AS median_eps_per_w
     FROM read_parquet($runs_files, union_by_name = true)
-    WHERE status = 'succeeded' AND throughput_eps IS NOT NULL AND model_name IS NOT NULL AND placement IS NOT NULL
+    WHERE status = 'succeeded' AND throughput_eps IS NOT NULL AND model_name IS NOT NULL AND placement IS NOT NULL AND platform IS NOT NULL
     GROUP BY model_name, platform, placement
 ),
 fit AS (

@@ -40,7 +40,7 @@ def report_summary(home) -> dict[str, str]:
         "runs": f"{runs.height:,}",
         "samples accepted": f"{int(ledger.filter(pl.col('table_name') == 'utilisation_samples')['rows_accepted'].sum()):,}",
         "rows quarantined": f"{int(ledger['rows_quarantined'].sum()):,}" if ledger.height else "0",
-        "platforms": ", ".join(sorted(set(runs["platform"].to_list()))) if runs.height else "-",
+        "platforms": ", ".join(sorted(set(runs["platform"].drop_nulls().to_list()))) if runs.height else "-",
     }
 
 
