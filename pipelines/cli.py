@@ -182,7 +182,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     for status, n in ledger.group_by("file_status").len().sort("file_status").iter_rows():
         print(f"  files {status}: {n}")
     for reason, n in by_reason.iter_rows():
-        print(f"  quarantined {reason}: {n}")
+        print(f"  quarantine entries {reason}: {n}")
     if blocked:
         print(f"  NOT promoted (a blocking check failed): {', '.join(blocked)}")
     print(f"catalog: {home.catalog_path}  (quarantine: SELECT * FROM quarantine; files: SELECT * FROM ingest_ledger)")

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import duckdb
+from filelock import FileLock
 
 from pipelines.lib.contracts import contract, contracts
 from pipelines.lib.lake import table_files, table_glob
@@ -39,8 +40,14 @@ def publish_catalog(home: DataHome, tables: list[str] | None = None) -> dict[str
     tables = tables or sorted(contracts())
     home.warehouse.mkdir(parents=True, exist_ok=True)
     target = home.catalog_path
-    building = target.with_name(target.name + f".building-{os.getpid()}")
-    building.unlink(missing_ok=True)
+    # One publisher at a time (Dagster runs and the CLI alike); under the lock, any half-built file is stale.
+    with FileLock(str(target) + ".lock", timeout=600):
+        for stale in target.parent.glob(target.name + ".building-*"):
+            stale.unlink(missing_ok=True)
+        return _build_and_swap(home, tables, target, target.with_name(target.name + f".building-{os.getpid()}"))
+
+
+def _build_and_swap(home: DataHome, tables: list[str], target: Path, building: Path) -> dict[str, int]:
     counts: dict[str, int] = {}
     try:
         con = duckdb.connect(str(building))

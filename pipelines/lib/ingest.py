@@ -350,7 +350,8 @@ def _ingest_file(home: DataHome, lf: LandingFile, order: int, day_date: dt.date,
     out.accepted = v.accepted
     out.rejected.append(v.rejected.drop("_file_order"))
     if extras:
-        kept = frame.select("_source_file", "_row_number", pl.struct(extras).struct.json_encode().alias("fields"))
+        kept = frame.filter(pl.any_horizontal(pl.col(extras).is_not_null())).select(
+            "_source_file", "_row_number", pl.struct(extras).struct.json_encode().alias("fields"))
         out.extras = kept.join(v.accepted.select("_row_number"), on="_row_number", how="semi").with_columns(
             pl.lit(c.name).alias("table_name"))
     return out

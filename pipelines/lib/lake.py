@@ -20,6 +20,8 @@ WHOLE_TABLE_FILE = "data.parquet"
 
 def _write_atomic(table: pa.Table, target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
+    for stale in target.parent.glob(f".{target.name}.*.tmp"):  # left by a writer that was killed
+        stale.unlink(missing_ok=True)
     tmp = target.parent / f".{target.name}.{uuid.uuid4().hex}.tmp"
     try:
         pq.write_table(table, tmp, compression="zstd")

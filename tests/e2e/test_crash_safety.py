@@ -1,0 +1,76 @@
+"""Killing ingest with SIGKILL at any point, then running it again, gives exactly one clean run's result."""
+
+import shutil
+import signal
+import subprocess
+import time
+
+import polars as pl
+import pytest
+
+from pipelines.cli import main
+from pipelines.lib import lake
+from pipelines.lib.paths import DataHome
+from tests.e2e.conftest import BIN
+
+pytestmark = pytest.mark.slow
+TABLES = ["runs", "utilisation_samples", "quarantine", "ingest_ledger", "extra_fields"]
+
+
+def _ingest(home: DataHome) -> subprocess.Popen:
+    return subprocess.Popen([str(BIN / "fleet"), "ingest", "--home", str(home.root)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def _lake_state(home: DataHome) -> dict[str, pl.DataFrame]:
+    out = {}
+    for t in TABLES:
+        frame = lake.read_table(home, t)
+        if "ingested_at" in frame.columns:
+            frame = frame.drop("ingested_at")
+        out[t] = frame.sort(frame.columns)
+    return out
+
+
+@pytest.fixture(scope="module")
+def landing(tmp_path_factory):
+    src = DataHome.resolve(tmp_path_factory.mktemp("src"))
+    main(["synth", "--days", "3", "--start", "2026-11-20", "--runs-per-day", "40", "--seed", "3", "--out", str(src.landing)])
+    bad = src.landing / "acme" / "2026-11-21" / "runs.jsonl"  # some quarantine too
+    bad.parent.mkdir(parents=True)
+    bad.write_text('{"run_id": "broken"}\nnot json\n')
+    return src
+
+
+def _fresh(landing: DataHome, root) -> DataHome:
+    home = DataHome.resolve(root)
+    shutil.copytree(landing.landing, home.landing)
+    return home
+
+
+def test_sigkill_at_any_point_then_rerun_equals_one_clean_run(landing, tmp_path):
+    clean = _fresh(landing, tmp_path / "clean")
+    t0 = time.monotonic()
+    p = _ingest(clean)
+    assert p.wait(timeout=300) == 0, p.stderr.read().decode()
+    duration = time.monotonic() - t0
+    reference = _lake_state(clean)
+    assert reference["runs"].height == 120 and reference["quarantine"].height == 2
+
+    for i, fraction in enumerate((0.15, 0.35, 0.55, 0.75, 0.9)):
+        home = _fresh(landing, tmp_path / f"k{i}")
+        proc = _ingest(home)
+        time.sleep(duration * fraction)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+        # Whatever the kill left behind is whole: every visible partition file is a complete Parquet file.
+        for t in TABLES:
+            for f in lake.table_files(home, t):
+                pl.read_parquet(f)
+        rerun = _ingest(home)
+        assert rerun.wait(timeout=300) == 0, rerun.stderr.read().decode()
+        state = _lake_state(home)
+        for t in TABLES:
+            assert state[t].equals(reference[t]), f"kill at {fraction:.0%}: {t} differs from a clean run"
+        assert not list(home.lake.rglob("*.tmp")), "temporary files of the killed run were left behind"
+        assert not list(home.warehouse.glob("*.building*"))
