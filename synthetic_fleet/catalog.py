@@ -104,6 +104,15 @@ class ModelSpec:
     interaction: str
     batch_size: Mapping[str, int]
     share: float
+    cpu_baseline: Mapping[str, int] | None = None
+
+    def workload(self, platform: str) -> dict[str, Any]:
+        """The workload columns of a run of this model on ``platform`` (its default batch there)."""
+        return {"model_name": self.name, "n_dense_features": self.n_dense_features,
+                "n_sparse_features": self.n_sparse_features, "n_tables": self.n_tables, "embedding_dim": self.embedding_dim,
+                "embedding_gb": self.embedding_gb, "mean_lookups_per_table": self.mean_lookups_per_table,
+                "lookup_power_law_alpha": self.lookup_power_law_alpha, "bottom_mlp": self.bottom_mlp, "top_mlp": self.top_mlp,
+                "interaction": self.interaction, "batch_size": int(self.batch_size.get(platform, max(self.batch_size.values())))}
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
@@ -184,7 +193,7 @@ def load_models(extra: Path | None = None) -> dict[str, ModelSpec]:
             specs[name] = ModelSpec(
                 name=name, description=spec.get("description", ""),
                 lookup_power_law_alpha=float(spec.get("lookup_power_law_alpha", 1.2)),
-                share=float(spec.get("share", 0.0)),
+                share=float(spec.get("share", 0.0)), cpu_baseline=spec.get("cpu_baseline"),
                 **{f: spec[f] for f in MODEL_FIELDS},
             )
     return specs
