@@ -40,18 +40,21 @@ class Coefficients:
     """Free coefficients; each line names the targets (calibration-targets.yaml ids) it serves."""
 
     eta_c_cpu: float = 0.08               # share of CPU FP32 peak on MLPs (DLRM benchmark ~5%; kept as a prior): t1, t3
-    eta_c_gpu: float = 0.0508             # share of V100 FP32 peak on MLPs (fitted; DLRM benchmark ~3%): t1
-    gpu_table_overhead_s: float = 2.09e-4 # GPU kernels per table per iteration, fwd+bwd+update (fitted): t3, t21, t22
+    eta_c_gpu: float = 0.0593             # share of V100 FP32 peak on MLPs (fitted; DLRM benchmark ~3%): t1
+    gpu_table_overhead_s: float = 2.78e-4 # GPU kernels per table per iteration, fwd+bwd+update (fitted): t3, t21, t22
     a2a_message_s: float = 3.0e-5         # latency of one table's pooled exchange with one peer GPU: t24
     host_table_overhead_s: float = 1.0e-5 # host-side per-table work per iteration (CPU pooling, PS requests): t10
     gpu_iter_overhead_s: float = 2.0e-3   # GPU per-iteration launch, sync and input copy: t23
     cpu_iter_overhead_s: float = 1.0e-3   # CPU trainer per-mini-batch framework overhead: t23
     eta_hbm: float = 0.6                  # share of HBM bandwidth on random row gathers: t20
-    eta_dram: float = 0.7                 # share of DRAM bandwidth on host-side and PS lookups: t5, t11, t12
+    eta_dram: float = 0.7                 # share of DRAM bandwidth on in-process host-side pooling (Zion): t11, t12
+    eta_ps_dram: float = 0.2              # the same for a PS serving hash-map lookups over RPC: t5, t16
     eta_uvm: float = 0.15                 # share of PCIe bandwidth for GPU-side reads of host rows: t11
     eta_net: float = 0.7                  # share of NIC line rate: t5
-    host_copy_gbps: float = 3.16          # GB/s a GPU server's host moves between NIC and GPUs, remote PS (fitted): t5
+    host_copy_gbps: float = 3.14          # GB/s a GPU server's host moves between NIC and GPUs, remote PS (fitted): t5
     ps_gamma: float = 3.0                 # PS DRAM bytes per gathered byte (gather + read-modify-write): t5, t16
+    hot_table_split: float = 8.0          # PS shards a hot table is split over row-wise: t16, t19
+    ps_copy_factor: float = 4.0           # PS DRAM bytes per network byte (NIC DMA, kernel/user copies, serde): t16
     gpu_locality_gb: float = 8.0          # table GB per GPU at which random-gather efficiency halves (TLB reach): t24
     cpu_locality_gb: float = 2000.0       # the same for a CPU host's DRAM (huge pages, deeper caches): t24
     kappa: float = 0.3                    # 0 = perfect overlap of terms, 1 = serial: t19, t23
@@ -61,6 +64,8 @@ class Coefficients:
     batch_knee_gpu: float = 2.0e9         # HBM working set over activation bytes per example -> GPU batch knee: t23
     reader_gbps: float = 0.6              # GB/s of raw features one reader server decodes and ships: t18
     trainer_mem_base: float = 0.55        # trainer memory share for the dense model, activations, input queues: t16
+    ps_mem_base: float = 0.15             # PS memory share for the OS, request buffers and row caches: t16
+    optimizer_state: float = 1.0          # optimizer state per embedding weight (Adagrad 1): t16 (PS memory)
 
 
 DEFAULT = Coefficients()
@@ -198,13 +203,14 @@ def _evaluate(c: dict[str, np.ndarray], placement: np.ndarray, ps, coef: Coeffic
     remote_bytes = idx + 2 * pooled  # indices out, pooled vectors back, pooled gradients out
     nic = c["hw_nic_gb_per_s"] * 1e9 * coef.eta_net
     ps_nic = ps.nic_gb_per_s * 1e9 * coef.eta_net
-    # Hottest table's share under power-law lookups: a PS shard cannot be lighter than its hottest table.
+    # Hottest table's share under power-law lookups: the busiest PS carries at least its row-wise slice of it.
     hot_share = 1.0 / _harmonic(np.nan_to_num(c["n_tables"], nan=1.0), np.nan_to_num(c["lookup_power_law_alpha"], nan=1.2))
-    imbalance = np.maximum(1.0, np.maximum(n_ps, 1) * hot_share)
+    imbalance = np.maximum(1.0, np.maximum(n_ps, 1) * hot_share / coef.hot_table_split)
 
     # ---- stages shared by every system: remote sparse PS, readers
     ps_locality = 1.0 / (1.0 + c["embedding_gb"] / np.maximum(n_ps, 1) / coef.cpu_locality_gb)
-    ps_rate_mem = n_ps * ps.dram_bw_gb_per_s * 1e9 * coef.eta_dram * ps_locality / (coef.ps_gamma * gather * imbalance)
+    ps_dram_bytes = coef.ps_gamma * gather + coef.ps_copy_factor * remote_bytes
+    ps_rate_mem = n_ps * ps.dram_bw_gb_per_s * 1e9 * coef.eta_ps_dram * ps_locality / (ps_dram_bytes * imbalance)
     ps_rate_net = n_ps * ps_nic / (remote_bytes * imbalance)
     r_ps = np.where(remote, np.minimum(ps_rate_mem, ps_rate_net), inf)
     reader_rate_one = coef.reader_gbps * 1e9 / c["input_bytes_per_example"]
@@ -290,19 +296,20 @@ def _evaluate(c: dict[str, np.ndarray], placement: np.ndarray, ps, coef: Coeffic
     # ---- mean utilisation per role and resource: demand over capacity
     load = lambda rate: np.clip(thr / np.maximum(rate, 1e-12), 0, 1)  # noqa: E731
     per_trainer = thr / n_srv
-    cpu_train_busy = np.clip(per_trainer * t_cpu_compute / batch, 0, 1)
+    cpu_train_busy = np.clip(np.minimum(per_trainer * t_cpu_batch / (batch * scaling), 1) * t_cpu_compute / t_cpu_batch, 0, 1)
     gpu_busy = np.clip(thr * (t_mlp + np.where(np.isin(placement, ["gpu_hbm", "hybrid"]), t_emb, 0) + t_ovh * 0.5) / batch, 0, 1)
     host_busy = np.select([placement == "system_memory", remote, placement == "hybrid"],
                           [np.clip(thr * t_emb_sys / batch, 0, 1) * 0.8, np.clip(thr * remote_host_cpu / batch, 0, 1),
                            np.clip(thr * t_emb_sys / batch, 0, 1) * 0.4], 0.1)
     util = {
+        # Async trainers stay busy (scaling losses are stale work, not idle time): busy = compute share of a batch.
         ("trainer", "cpu"): np.where(is_gpu, 0.08 + 0.85 * host_busy, 0.05 + 0.9 * cpu_train_busy),
         ("trainer", "mem_cap"): np.where(is_gpu & (placement == "system_memory"),
                                          np.clip(c["embedding_gb"] / (n_srv * c["hw_dram_gb"]), 0, 1) + 0.1,
                                          coef.trainer_mem_base + (dense_bytes * 4 + batch * act_bytes * 4) / (c["hw_dram_gb"] * 1e9)),
         ("trainer", "mem_bw"): np.where(is_gpu, np.where(placement == "system_memory",
                                                          np.clip(thr * train_bytes / np.maximum(dram_bw, 1e-12), 0, 1), 0.1),
-                                        0.1 + 0.6 * cpu_train_busy),
+                                        0.08 + 0.35 * cpu_train_busy),
         ("trainer", "net_bw"): np.clip(np.where(is_gpu, thr * np.where(remote, remote_bytes, 0.0) / (n_srv * nic / coef.eta_net)
                                                 + 0.03, per_trainer * t_cpu_net / batch * coef.eta_net + 0.05), 0, 1),
         ("trainer", "gpu"): np.where(is_gpu, gpu_busy, np.nan),
@@ -311,13 +318,14 @@ def _evaluate(c: dict[str, np.ndarray], placement: np.ndarray, ps, coef: Coeffic
                                                          / (gpus * c["hw_hbm_gb_per_gpu"]) + 0.1, 0, 1), np.nan),
         ("sparse_ps", "mem_bw"): np.where(remote, load(ps_rate_mem * imbalance) , 0.0),
         ("sparse_ps", "net_bw"): np.where(remote, load(ps_rate_net * imbalance), 0.0),
-        ("sparse_ps", "mem_cap"): np.clip(c["embedding_gb"] / (np.maximum(n_ps, 1) * ps.dram_gb), 0, 1),
+        ("sparse_ps", "mem_cap"): np.where(remote, coef.ps_mem_base + c["embedding_gb"] * (1 + coef.optimizer_state)
+                                           / (np.maximum(n_ps, 1) * ps.dram_gb), 0.0),
         ("dense_ps", "net_bw"): load(r_dps),
         ("dense_ps", "mem_cap"): np.clip(0.05 + dense_bytes * 3 / (ps.dram_gb * 1e9), 0, 1),
         ("reader", "cpu"): load(r_rd),
         ("reader", "mem_cap"): np.full(n, 0.25),
     }
-    util[("sparse_ps", "cpu")] = 0.05 + 0.5 * np.maximum(util[("sparse_ps", "mem_bw")], util[("sparse_ps", "net_bw")])
+    util[("sparse_ps", "cpu")] = 0.05 + 1.5 * np.maximum(util[("sparse_ps", "mem_bw")], util[("sparse_ps", "net_bw")])
     util[("dense_ps", "cpu")] = 0.05 + 0.4 * util[("dense_ps", "net_bw")]
     util[("dense_ps", "mem_bw")] = 0.02 + 0.3 * util[("dense_ps", "net_bw")]
     util[("reader", "mem_bw")] = 0.05 + 0.3 * util[("reader", "cpu")]

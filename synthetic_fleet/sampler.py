@@ -15,14 +15,17 @@ import polars as pl
 
 from synthetic_fleet.catalog import HardwareCatalog, ModelSpec
 from synthetic_fleet.model import RESOURCES, ROLES, predict_frame
+from synthetic_fleet.quality import normalized_entropy
 
 SAMPLE_INTERVAL_S = 300
 PLATFORM_SHARES = {"cpu": 0.6, "big_basin": 0.25, "zion": 0.15}
 CPU_TRAINER_COUNTS = np.array([4, 8, 12, 16, 20, 24, 32, 48])
-CPU_TRAINER_PROBS = np.array([0.04, 0.10, 0.12, 0.46, 0.10, 0.08, 0.06, 0.04])  # modal 16 (paper: >40% share)
+CPU_TRAINER_PROBS = np.array([0.04, 0.08, 0.10, 0.50, 0.10, 0.08, 0.06, 0.04])  # modal 16 (paper: >40% share)
 FAILED_SHARE = 0.04
-ROLE_NOISE = {"trainer": 0.04, "sparse_ps": 0.09, "dense_ps": 0.07, "reader": 0.06}
-ROLE_SKEW = {"trainer": 0.10, "sparse_ps": 0.45, "dense_ps": 0.30, "reader": 0.20}  # server-to-server spread
+ROLE_NOISE = {"trainer": 0.015, "sparse_ps": 0.06, "dense_ps": 0.05, "reader": 0.04}  # sample-to-sample
+# Server-to-server spread: parameter servers hold shards of power-law-accessed tables (hot shards).
+ROLE_SKEW = {"trainer": 0.03, "sparse_ps": 0.5, "dense_ps": 0.3, "reader": 0.15}
+STRAGGLER_SHARE = {"trainer": 0.01, "sparse_ps": 0.0, "dense_ps": 0.0, "reader": 0.02}
 
 
 @dataclass(frozen=True)
@@ -51,7 +54,7 @@ def sample_runs(day: str, n_runs: int, seed: int, hw: HardwareCatalog, models: d
     plats = [p for p in PLATFORM_SHARES if p in hw.platforms]
     platform = _choose(rng, plats, np.array([PLATFORM_SHARES[p] for p in plats]), n_runs)
     catalog = pl.DataFrame([{"model_name": m.name, **{f: getattr(m, f) for f in (
-        "n_dense_features", "n_sparse_features", "embedding_dim", "embedding_gb", "mean_lookups_per_table",
+        "n_dense_features", "n_sparse_features", "embedding_dim", "embedding_gb", "mean_lookups_per_table", "lookup_power_law_alpha",
         "bottom_mlp", "top_mlp", "interaction")}, **{f"batch_{p}": m.batch_size.get(p, 512) for p in plats}}
         for m in models.values()])
     drawn = pl.DataFrame({"model_name": model.astype(str), "platform": platform.astype(str)}).with_row_index("_i")
@@ -76,10 +79,11 @@ def sample_runs(day: str, n_runs: int, seed: int, hw: HardwareCatalog, models: d
     is_cpu = platform == "cpu"
     trainers = np.where(is_cpu, rng.choice(CPU_TRAINER_COUNTS, size=n_runs, p=CPU_TRAINER_PROBS),
                         np.where(rng.random(n_runs) < 0.9, 1, 2))
-    ps_needed = np.ceil(emb_gb / hw.ps_server_gb).astype(int)
     uses_ps = placement == "remote_ps"
-    # PS counts follow memory needs plus experiment headroom: wider spread than trainer counts.
-    sparse_ps = np.where(uses_ps, ps_needed + rng.geometric(0.25, n_runs) - 1 + rng.integers(0, 8, n_runs), 0)
+    # PS counts follow memory needs: tables plus optimizer state at a fill each team picks (wide, like the
+    # paper's Fig. 9), so they are more dispersed than trainer counts.
+    fill = rng.uniform(0.12, 0.6, n_runs)
+    sparse_ps = np.where(uses_ps, np.ceil(2 * emb_gb / (hw.ps_server_gb * fill)), 0).astype(int)
     dense_ps = np.where(is_cpu, rng.integers(1, 5, n_runs), 0)
     readers = np.where(is_cpu, np.maximum(2, np.round(trainers * rng.uniform(0.5, 1.2, n_runs))),
                        rng.integers(16, 41, n_runs) * trainers).astype(int)
@@ -88,6 +92,9 @@ def sample_runs(day: str, n_runs: int, seed: int, hw: HardwareCatalog, models: d
     day0 = dt.datetime.fromisoformat(day).replace(tzinfo=dt.timezone.utc)
     start = np.datetime64(day0.replace(tzinfo=None), "s") + rng.integers(0, 18 * 3600 // 60, n_runs) * np.timedelta64(60, "s")
     failed = rng.random(n_runs) < FAILED_SHARE
+    # A failed run stops early: its time series ends with it.
+    duration_s = np.where(failed, (duration_s * rng.uniform(0.1, 0.6, n_runs)) // SAMPLE_INTERVAL_S * SAMPLE_INTERVAL_S,
+                          duration_s).astype(np.int64).clip(min=2 * SAMPLE_INTERVAL_S)
 
     runs = pl.DataFrame({
         "run_id": pl.select(pl.format("{}-{}", pl.lit(day.replace("-", "")), pl.int_range(n_runs).cast(pl.String).str.zfill(5))).to_series(),
@@ -113,12 +120,15 @@ def sample_runs(day: str, n_runs: int, seed: int, hw: HardwareCatalog, models: d
         "n_readers": readers.astype(np.int32),
     }).with_columns(pl.col("start_ts", "end_ts").dt.replace_time_zone("UTC"))
 
+    runs = runs.with_columns(pl.Series("lookup_power_law_alpha", spec("lookup_power_law_alpha").astype(float)))
+    runs = _size_parameter_servers(runs, rng, hw)
     pred = predict_frame(runs, hw)
     noise = rng.lognormal(0.0, 0.08, n_runs)
     thr = pred.get_column("throughput_eps").to_numpy() * noise
     power = pred.get_column("power_w").to_numpy() * rng.normal(1.0, 0.03, n_runs)
-    # Normalized entropy: ~0.8 baseline per model; GPU runs at large batch regress slightly (paper Fig. 15).
-    ne = 0.80 + rng.normal(0, 0.002, n_runs) + np.where(is_cpu, 0.0, 0.0015 * np.log2(np.maximum(batch, 1) / 512 + 1))
+    # Normalized entropy (paper Fig. 15): GPU runs at fixed tuning regress with batch size against the CPU batch.
+    cpu_batch = joined.get_column("batch_cpu").to_numpy() if "batch_cpu" in joined.columns else np.full(n_runs, 512)
+    ne = normalized_entropy(model.astype(str), ~is_cpu, batch, cpu_batch) * (1 + rng.normal(0, 0.0005, n_runs))
     runs = runs.with_columns(
         pl.Series("throughput_eps", np.where(failed, np.nan, np.round(thr, 2))).fill_nan(None),
         pl.Series("power_w", np.round(power, 1)).fill_nan(None),
@@ -127,6 +137,24 @@ def sample_runs(day: str, n_runs: int, seed: int, hw: HardwareCatalog, models: d
     # Per-role mean utilisation from the model, kept for the sample generator (not part of the landing rows).
     util_cols = [f"{r}_{res}_util" for r in ROLES for res in RESOURCES if f"{r}_{res}_util" in pred.columns]
     return runs.with_columns(pred.select(util_cols)).with_columns(pl.lit(day).alias("_day"))
+
+
+def _size_parameter_servers(runs: pl.DataFrame, rng: np.random.Generator, hw: HardwareCatalog) -> pl.DataFrame:
+    """Sparse-PS counts as planners set them: enough memory for tables and optimizer state at the fill a team
+    picks, and enough PS that their network load stays a fraction of the trainers' (so the PS tier is not
+    the bottleneck). Counts therefore follow table size and trainer count: wider than trainer counts (t17),
+    and PS run at a lower, more varied utilisation than trainers (t16)."""
+    remote = runs.get_column("placement").to_numpy() == "remote_ps"
+    ample = predict_frame(runs.with_columns(pl.when(pl.col("placement") == "remote_ps").then(256).otherwise(0)
+                                            .cast(pl.Int32).alias("n_sparse_ps")), hw)
+    u_ps_at_256 = np.maximum(ample.get_column("sparse_ps_net_bw_util").fill_null(0).to_numpy(),
+                             ample.get_column("sparse_ps_mem_bw_util").fill_null(0).to_numpy())
+    u_trainer = ample.get_column("trainer_net_bw_util").fill_null(0).to_numpy()
+    relative = np.exp(rng.uniform(np.log(0.2), np.log(0.95), runs.height))  # PS load as a share of a trainer's
+    by_bandwidth = np.ceil(u_ps_at_256 * 256 / np.maximum(relative * u_trainer, 1e-6))
+    current = runs.get_column("n_sparse_ps").to_numpy()
+    n_ps = np.where(remote, np.clip(np.maximum(current, by_bandwidth), 1, 2 * hw.remote_ps_max_servers), 0).astype(np.int32)
+    return runs.with_columns(pl.Series("n_sparse_ps", n_ps))
 
 
 def sample_utilisation(runs: pl.DataFrame, seed: int, day: str) -> pl.DataFrame:
@@ -154,13 +182,14 @@ def sample_utilisation(runs: pl.DataFrame, seed: int, day: str) -> pl.DataFrame:
     skew = servers.get_column("role").replace_strict(ROLE_SKEW, return_dtype=pl.Float64).to_numpy()
     noise_sd = servers.get_column("role").replace_strict(ROLE_NOISE, return_dtype=pl.Float64).to_numpy()
     # Server-level multiplier: lognormal, right-skewed for parameter servers (hot shards), plus rare stragglers.
-    server_mult = rng.lognormal(0.0, skew, n_srv) * np.where(rng.random(n_srv) < 0.03, 0.5, 1.0)
+    straggler = servers.get_column("role").replace_strict(STRAGGLER_SHARE, return_dtype=pl.Float64).to_numpy()
+    server_mult = rng.lognormal(0.0, skew, n_srv) * np.where(rng.random(n_srv) < straggler, 0.5, 1.0)
     servers = servers.with_columns(pl.Series("_mult", server_mult), pl.Series("_sd", noise_sd))
 
     samples = servers.with_columns(pl.int_ranges(0, pl.col("n_samples")).alias("k")).explode("k")
     n = samples.height
     k = samples.get_column("k").to_numpy().astype(float)
-    warmup = 1 - 0.6 * np.exp(-k / 3.0)  # ramps up over the first ~15 minutes
+    warmup = 1 - 0.6 * np.exp(-k / 1.0)  # ramps up over the first ~10 minutes
     mult = samples.get_column("_mult").to_numpy() * warmup
     sd = samples.get_column("_sd").to_numpy()
     out = {}
