@@ -93,7 +93,7 @@ def production_ratios(models: dict[str, ModelSpec], hw: HardwareCatalog, coef: C
     return out
 
 
-def test_suite_rows(platform: str, dense: int, sparse: int, *, batch: int | None = None, hash_size: int = 100_000,
+def suite_row(platform: str, dense: int, sparse: int, *, batch: int | None = None, hash_size: int = 100_000,
                     width: int = 512, lookups: float = 20.0) -> dict[str, Any]:
     """The paper's configurable test suite (dense 64-4096, sparse 4-128, hash 100,000, <=32 lookups, MLP 512^3)."""
     dim = 64
@@ -109,7 +109,7 @@ def test_suite_rows(platform: str, dense: int, sparse: int, *, batch: int | None
 
 
 def _grid(hw: HardwareCatalog, coef: Coefficients, **kw: Any) -> pl.DataFrame:
-    rows = [test_suite_rows(p, d, s, **kw) for p in ("cpu", "big_basin") for d in TEST_SUITE_DENSE for s in TEST_SUITE_SPARSE]
+    rows = [suite_row(p, d, s, **kw) for p in ("cpu", "big_basin") for d in TEST_SUITE_DENSE for s in TEST_SUITE_SPARSE]
     p = predict(rows, hw, coef).select("platform", "n_dense_features", "n_sparse_features", "throughput_eps")
     return p.pivot(on="platform", index=["n_dense_features", "n_sparse_features"], values="throughput_eps").with_columns(
         (pl.col("big_basin") / pl.col("cpu")).alias("ratio"))
@@ -254,7 +254,7 @@ def _test_suite_targets(hw: HardwareCatalog, coef: Coefficients, add: Callable) 
     # t23: batch sweeps on two configurations.
     batches = (25, 50, 100, 200, 400, 800, 1600, 3200, 6400, 12800, 25600, 51200, 102400)
     configs = ((4096, 4), (64, 128))  # the dense-heavy and the sparse-heavy corner of the test suite
-    rows = [test_suite_rows(p, d, s, batch=b) for p in ("cpu", "big_basin") for d, s in configs for b in batches]
+    rows = [suite_row(p, d, s, batch=b) for p in ("cpu", "big_basin") for d, s in configs for b in batches]
     bt = predict(rows, hw, coef).select("platform", "n_dense_features", "batch_size", "throughput_eps")
     opt = bt.group_by("platform", "n_dense_features").agg(pl.col("batch_size").sort_by("throughput_eps").last().alias("b"))
     o = {(r["platform"], r["n_dense_features"]): r["b"] for r in opt.iter_rows(named=True)}
@@ -268,7 +268,7 @@ def _test_suite_targets(hw: HardwareCatalog, coef: Coefficients, add: Callable) 
 
     # t24: hash size toward 256 GB of tables (32 sparse features, one CPU PS of 256 GB vs one Big Basin).
     hashes = (100_000, 1_000_000, 10_000_000, 25_000_000)
-    rows = [test_suite_rows(p, 512, 32, hash_size=h) for p in ("cpu", "big_basin") for h in hashes]
+    rows = [suite_row(p, 512, 32, hash_size=h) for p in ("cpu", "big_basin") for h in hashes]
     ht = predict(rows, hw, coef).select("platform", "embedding_gb", "throughput_eps")
     drop = {p: ht.filter(pl.col("platform") == p)["throughput_eps"][-1] / ht.filter(pl.col("platform") == p)["throughput_eps"][0]
             for p in ("cpu", "big_basin")}
@@ -277,7 +277,7 @@ def _test_suite_targets(hw: HardwareCatalog, coef: Coefficients, add: Callable) 
 
     # t25: MLP width.
     widths = (16, 32, 64, 128, 256, 512, 1024, 2048)
-    rows = [test_suite_rows(p, 256, 32, width=w) for p in ("cpu", "big_basin") for w in widths]
+    rows = [suite_row(p, 256, 32, width=w) for p in ("cpu", "big_basin") for w in widths]
     wt = predict(rows, hw, coef).select("platform", "throughput_eps")
     c, b = (wt.filter(pl.col("platform") == p)["throughput_eps"].to_numpy() for p in ("cpu", "big_basin"))
     ok25 = c[-1] / c[0] < b[-1] / b[0] and c[1] / c[0] >= 0.9 and b[1] / b[0] >= 0.9

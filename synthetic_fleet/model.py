@@ -51,7 +51,8 @@ class Coefficients:
     eta_ps_dram: float = 0.2              # the same for a PS serving hash-map lookups over RPC: t5, t16
     eta_uvm: float = 0.15                 # share of PCIe bandwidth for GPU-side reads of host rows: t11
     eta_net: float = 0.7                  # share of NIC line rate: t5
-    host_copy_gbps: float = 3.14          # GB/s a GPU server's host moves between NIC and GPUs, remote PS (fitted): t5
+    remote_rtt_s: float = 1.0e-3          # network round trip to the PS tier, paid forward and backward per iteration: t11
+    host_copy_gbps: float = 3.18          # GB/s a GPU server's host moves between NIC and GPUs, remote PS (fitted): t5
     ps_gamma: float = 3.0                 # PS DRAM bytes per gathered byte (gather + read-modify-write): t5, t16
     hot_table_split: float = 8.0          # PS shards a hot table is split over row-wise: t16, t19
     ps_copy_factor: float = 4.0           # PS DRAM bytes per network byte (NIC DMA, kernel/user copies, serde): t16
@@ -247,7 +248,8 @@ def _evaluate(c: dict[str, np.ndarray], placement: np.ndarray, ps, coef: Coeffic
     hbm_share = np.clip(hbm_usable / np.maximum(c["embedding_gb"], 1e-9), 0, 1)
     n_tab = np.nan_to_num(c["n_tables"], nan=1.0)
     # Remote PS: the GPU server's host moves indices out and pooled rows in, and issues per-table requests.
-    remote_host_cpu = batch * remote_bytes / (coef.host_copy_gbps * 1e9 * n_srv) + n_tab * coef.host_table_overhead_s
+    remote_host_cpu = (batch * remote_bytes / (coef.host_copy_gbps * 1e9 * n_srv) + n_tab * coef.host_table_overhead_s
+                       + 2 * coef.remote_rtt_s)
     t_emb = np.select(
         [placement == "gpu_hbm", placement == "system_memory", placement == "hybrid", remote],
         [batch * train_bytes / hbm_bw, t_emb_sys,

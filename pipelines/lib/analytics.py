@@ -66,7 +66,8 @@ def hardware_fit(runs: pl.DataFrame, day: str, hw: HardwareCatalog) -> pl.DataFr
     with connection(runs=runs) as con:
         workloads = _query(con, "transforms/workloads.sql")
     options = pl.DataFrame(hw.options(), schema=["platform", "placement"], orient="row")
-    grid = workloads.join(options, how="cross").with_columns(pl.lit(1, pl.Int32).alias("n_trainers"))
+    grid = workloads.join(options, how="cross").with_columns(pl.lit(1, pl.Int32).alias("n_trainers"),
+                                                             pl.lit(0, pl.Int32).alias("n_sparse_ps"))  # 0: as many PS as allowed
     fitted = fit_frame(grid, hw).with_columns(pl.lit(day).str.to_date().alias("day"))
     return contract("hardware_fit").conform(fitted.sort("workload_id", "platform", "placement"))
 

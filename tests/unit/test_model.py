@@ -1,0 +1,88 @@
+"""The workload model: fit, bounds, bottlenecks and the paper's trends, straight from the model."""
+
+import re
+
+import numpy as np
+import polars as pl
+import pytest
+
+from synthetic_fleet.calibration import POWER_RATIO, predict, system, suite_row
+from synthetic_fleet.model import DEFAULT, Coefficients, coefficient_docs
+
+
+def _one(hw, row):
+    return predict([row], hw, DEFAULT).row(0, named=True)
+
+
+def test_a_table_set_that_does_not_fit_gets_no_throughput(hw, models):
+    r = _one(hw, system(models["M3prod"], "big_basin", "gpu_hbm"))
+    assert r["fits"] is False and r["throughput_eps"] is None and r["bottleneck"] is None
+    assert r["tier"] == "gpu_hbm" and r["capacity_gb"] == pytest.approx(8 * 32 * 0.85)
+    assert r["shortfall_gb"] == pytest.approx(600 - 217.6)
+    z = _one(hw, system(models["M3prod"], "zion", "system_memory"))
+    assert z["fits"] and z["headroom"] == pytest.approx(1 - 600 / (2048 * 0.85))
+
+
+def test_bottleneck_moves_from_mlp_to_network(hw, models):
+    base = dict(n_trainers=16, n_sparse_ps=64, n_dense_ps=2, n_readers=32)
+    narrow = _one(hw, system(models["M1prod"], "cpu", "remote_ps", **base))
+    wide = _one(hw, system(models["M1prod"], "cpu", "remote_ps", embedding_dim=1024, **base))
+    assert narrow["bottleneck"] == "mlp_compute"
+    assert wide["bottleneck"] == "trainer_network" and wide["throughput_eps"] < narrow["throughput_eps"]
+
+
+def test_throughput_lies_between_the_overlap_and_serial_bounds(hw, models):
+    rows = [system(models[m], p, pl_) for m in models for p in ("big_basin", "zion") for pl_ in ("gpu_hbm", "system_memory")]
+    p = predict(rows, hw, DEFAULT).filter(pl.col("fits"))
+    b = p["batch_size"].cast(pl.Float64)
+    assert ((p["throughput_eps"] <= b / p["t_lower_bound_s"] + 1e-6) & (p["throughput_eps"] >= b / p["t_upper_bound_s"] - 1e-6)).all()
+
+
+def test_power_is_provisioned_per_server_as_the_paper_counts_it(hw, models):
+    bb = _one(hw, system(models["M1prod"], "big_basin", "gpu_hbm", n_readers=0))
+    cpu = _one(hw, system(models["M1prod"], "cpu", "remote_ps", n_trainers=1, n_sparse_ps=0, n_dense_ps=0, n_readers=0))
+    assert bb["provisioned_w"] / cpu["provisioned_w"] == pytest.approx(POWER_RATIO)
+    assert 0 < bb["power_w"] <= bb["provisioned_w"]
+
+
+def _suite(hw, **kw):
+    return predict([suite_row(p, **kw) for p in ("cpu", "big_basin")], hw, DEFAULT)["throughput_eps"].to_list()
+
+
+def test_t20_t21_throughput_falls_with_features_and_big_basin_is_faster(hw):
+    for platform in ("cpu", "big_basin"):
+        dense = [predict([suite_row(platform, d, 16)], hw, DEFAULT)["throughput_eps"][0] for d in (64, 512, 4096)]
+        sparse = [predict([suite_row(platform, 512, s)], hw, DEFAULT)["throughput_eps"][0] for s in (4, 32, 128)]
+        assert dense == sorted(dense, reverse=True) and sparse == sorted(sparse, reverse=True)
+    for d, s in ((64, 4), (4096, 4), (64, 128), (4096, 128)):
+        cpu, bb = _suite(hw, dense=d, sparse=s)
+        assert bb > cpu
+
+
+def test_t22_perf_per_watt_favours_dense_heavy_models(hw):
+    dense_corner = np.divide(*_suite(hw, dense=4096, sparse=4)[::-1]) / POWER_RATIO
+    sparse_corner = np.divide(*_suite(hw, dense=64, sparse=128)[::-1]) / POWER_RATIO
+    assert dense_corner > 1 > sparse_corner
+
+
+def test_t23_gpu_throughput_grows_then_saturates_with_batch(hw):
+    thr = [predict([suite_row("big_basin", 4096, 4, batch=b)], hw, DEFAULT)["throughput_eps"][0]
+           for b in (50, 100, 12800, 25600)]
+    assert thr[1] / thr[0] > 1.8 and thr[3] / thr[2] < 1.2
+
+
+def test_t24_bigger_tables_hurt_big_basin_more_than_a_cpu_ps(hw):
+    small = _suite(hw, dense=512, sparse=32, hash_size=100_000)
+    large = _suite(hw, dense=512, sparse=32, hash_size=25_000_000)
+    assert large[1] / small[1] < 0.6 and large[0] / small[0] > large[1] / small[1]
+
+
+def test_t25_wider_mlps_hurt_the_cpu_more(hw):
+    narrow, wide = _suite(hw, dense=256, sparse=32, width=16), _suite(hw, dense=256, sparse=32, width=2048)
+    assert wide[0] / narrow[0] < wide[1] / narrow[1] < 1
+
+
+def test_every_coefficient_names_the_target_it_serves():
+    docs = coefficient_docs()
+    assert set(docs) == set(Coefficients.__dataclass_fields__)
+    assert all(re.search(r"\bt\d+\b", d) for d in docs.values()), {k: v for k, v in docs.items() if not re.search(r"\bt\d+\b", v)}
