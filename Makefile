@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast install system-deps ui validate clean
+.PHONY: demo test test-fast install system-deps ui validate bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -38,6 +38,10 @@ test-fast: install
 
 validate: install
 	$(BIN)/dagster definitions validate
+
+# Synthesis to Parquet vs pyarrow writing the same table from memory (ratio, medians of 3 runs).
+bench: install
+	$(BIN)/python benchmarks/bench_synth.py
 
 # Dagster UI on the demo's instance: http://127.0.0.1:3000
 ui: install
