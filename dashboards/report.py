@@ -89,12 +89,13 @@ def render(inputs: ReportInputs) -> str:
                          fit_chart(inputs.hardware_fit)).configure_view(stroke=None)
     page = charts.to_html(inline=True)
     recs = inputs.recommendations.filter(pl.col("rank") == 1).sort("model_name", "objective")
-    tvp = inputs.trainer_vs_ps.filter((pl.col("model_name") == "*") & (pl.col("ps_role") == "sparse_ps"))
+    # The paper's Fig. 5 setting: one model on one system configuration (CPU trainers + remote PS).
+    tvp = inputs.trainer_vs_ps.filter((pl.col("platform") == "cpu") & (pl.col("ps_role") == "sparse_ps")).sort("model_name", "resource")
     body = TEMPLATE.read_text(encoding="utf-8").format(
         summary="".join(f"<li><b>{html.escape(k)}</b>: {html.escape(v)}</li>" for k, v in inputs.summary.items()),
         recommendations=_table(recs, ["model_name", "objective", "platform", "placement", "median_throughput_eps",
                                       "median_eps_per_w", "n_runs", "explanation"]),
-        trainer_vs_ps=_table(tvp, ["resource", "trainer_mean_util", "ps_mean_util", "trainer_iqr_util", "ps_iqr_util",
+        trainer_vs_ps=_table(tvp, ["model_name", "resource", "trainer_mean_util", "ps_mean_util", "trainer_iqr_util", "ps_iqr_util",
                                    "trainer_upper_tail_util", "ps_upper_tail_util", "ks_statistic", "paper_pattern"]),
     )
     # Insert before the chart container: "<body>" also occurs inside the inlined vega-embed source.
