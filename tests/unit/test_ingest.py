@@ -104,3 +104,18 @@ def test_reingesting_is_idempotent(landed, hw):
     b = ingest_day(landed, DAY, hw.platforms)
     for name in ("runs", "utilisation_samples", "quarantine"):
         assert a.frames()[name].equals(b.frames()[name])
+
+
+def test_a_corrected_file_with_the_same_name_replaces_its_earlier_rows(landed, hw, small_day):
+    path = landed.landing / "synthetic" / DAY / "runs.jsonl"
+    first = ingest_day(landed, DAY, hw.platforms)
+    lines = path.read_text().splitlines()
+    fixed = json.loads(lines[0])
+    fixed["throughput_eps"] = 12345.0
+    path.write_text("\n".join([json.dumps(fixed)] + lines[1:]) + "\n")  # redelivered, corrected, same name
+    second = ingest_day(landed, DAY, hw.platforms)
+    assert second.runs.height == first.runs.height == small_day.runs.height
+    row = second.runs.filter(pl.col("run_id") == fixed["run_id"]).row(0, named=True)
+    assert row["throughput_eps"] == 12345.0
+    assert second.ingest_ledger.filter(pl.col("source_file").str.ends_with("runs.jsonl"))["sha256"][0] != \
+        first.ingest_ledger.filter(pl.col("source_file").str.ends_with("runs.jsonl"))["sha256"][0]
