@@ -175,7 +175,7 @@ def predict_frame(frame: pl.DataFrame, hw: HardwareCatalog, coef: Coefficients =
         out = _evaluate(c, placement, ps, coef)
     keep = fits & np.isfinite(out["throughput_eps"])
     cols = [pl.Series(k, np.where(keep, v, np.nan)).fill_nan(None) for k, v in out.items() if k != "bottleneck"]
-    cols.append(pl.Series("bottleneck", np.where(keep, out["bottleneck"], None), dtype=pl.String))
+    cols.append(pl.when(pl.Series(keep)).then(pl.Series(out["bottleneck"].astype(str))).otherwise(None).alias("bottleneck"))
     res = x.with_columns(cols).with_columns(
         (pl.col("throughput_eps") / pl.col("provisioned_w")).alias("eps_per_w"),
         (pl.col("throughput_eps") / pl.col("power_w")).alias("eps_per_drawn_w"),
