@@ -93,8 +93,8 @@ def render(inputs: ReportInputs) -> str:
     tvp = inputs.trainer_vs_ps.filter((pl.col("platform") == "cpu") & (pl.col("ps_role") == "sparse_ps")).sort("model_name", "resource")
     body = TEMPLATE.read_text(encoding="utf-8").format(
         summary="".join(f"<li><b>{html.escape(k)}</b>: {html.escape(v)}</li>" for k, v in inputs.summary.items()),
-        recommendations=_table(recs, ["model_name", "objective", "platform", "placement", "median_throughput_eps",
-                                      "median_eps_per_w", "n_runs", "explanation"]),
+        recommendations=_table(recs, ["model_name", "objective", "platform", "placement", "p50_throughput_eps",
+                                      "eps_per_w", "observed_median_eps", "explanation"]),
         trainer_vs_ps=_table(tvp, ["model_name", "resource", "trainer_mean_util", "ps_mean_util", "trainer_iqr_util", "ps_iqr_util",
                                    "trainer_upper_tail_util", "ps_upper_tail_util", "ks_statistic", "paper_pattern"]),
     )

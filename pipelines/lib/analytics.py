@@ -82,12 +82,3 @@ def merged_summaries(distribution_files: Sequence[str]) -> tuple[pl.DataFrame, p
         con.register("util_summary", summary)
         tvp = contract("trainer_vs_ps").conform(_query(con, "transforms/trainer_vs_ps.sql"))
     return summary, tvp
-
-
-def recommendations(runs_files: Sequence[str], fit_files: Sequence[str]) -> pl.DataFrame:
-    """Observed-fleet ranking of platform x placement per model and objective."""
-    if not runs_files or not fit_files:
-        return contract("recommendations").empty_frame()
-    with connection() as con:
-        out = _query(con, "transforms/recommendations.sql", {"runs_files": list(runs_files), "fit_files": list(fit_files)})
-    return contract("recommendations").conform(out)

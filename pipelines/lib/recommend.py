@@ -326,3 +326,36 @@ def _explain(res: pl.DataFrame, score: str, workload: dict[str, Any]) -> pl.Expr
     no_fit = pl.format("{}/{}: the tables ({} GB) do not fit {} ({} GB usable); {} GB short.", "platform", "placement",
                        pl.col("required_gb").round(1), "tier", pl.col("capacity_gb").round(1), pl.col("shortfall_gb").round(1))
     return pl.when(pl.col("fits")).then(fits_text).otherwise(no_fit).alias("explanation")
+
+
+def fleet_workloads(fleet: Fleet, models: dict[str, ModelSpec]) -> dict[str, dict[str, Any]]:
+    """One workload per model family in the fleet: its catalog shape, or the family's most common one."""
+    out = {}
+    for name in sorted(fleet.runs["model_name"].unique().to_list()):
+        if name in models:
+            out[name] = workload_of_model(models[name])
+            continue
+        fam = fleet.runs.filter(pl.col("model_name") == name)
+        common = fam.group_by(list(WORKLOAD_FIELDS[1:])).len().sort("len", descending=True).row(0, named=True)
+        cpu_b = fam.filter(pl.col("platform") == "cpu")["batch_size"].median()
+        gpu_b = fam.filter(pl.col("platform") != "cpu")["batch_size"].median()
+        out[name] = {"model_name": name, **{k: common[k] for k in WORKLOAD_FIELDS[1:]},
+                     "batch_cpu": int(cpu_b or fam["batch_size"].median()), "batch_gpu": int(gpu_b or fam["batch_size"].median())}
+    return out
+
+
+def observed(res: pl.DataFrame, fleet: Fleet) -> pl.DataFrame:
+    """Attach the fleet's median throughput for each option's model, platform, placement and trainer count."""
+    med = (fleet.runs.group_by("model_name", "platform", "placement", "n_trainers")
+           .agg(pl.col("throughput_eps").median().alias("observed_median_eps"), pl.len().cast(pl.Int64).alias("n_observed_runs")))
+    return res.join(med.with_columns(pl.col("n_trainers").cast(res.schema["n_trainers"])),
+                    on=["model_name", "platform", "placement", "n_trainers"], how="left").with_columns(
+        pl.col("n_observed_runs").fill_null(0))
+
+
+def fleet_recommendations(fleet: Fleet, hw: HardwareCatalog, models: dict[str, ModelSpec],
+                          correction: Correction) -> pl.DataFrame:
+    """Every model family of the fleet x objective x option, ranked."""
+    parts = [observed(recommend(w, hw, fleet, correction, objective), fleet)
+             for w in fleet_workloads(fleet, models).values() for objective in OBJECTIVES]
+    return pl.concat(parts, how="diagonal_relaxed") if parts else pl.DataFrame()

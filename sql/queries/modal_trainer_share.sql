@@ -1,4 +1,5 @@
 -- Share of runs on the modal trainer count per source and platform (the paper: >40% of CPU runs share one count).
+-- params: {}
 WITH h AS (
     SELECT source, platform, n_servers, sum(n_runs) AS runs
     FROM server_count_hist WHERE role = 'trainer'

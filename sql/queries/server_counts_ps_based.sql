@@ -1,4 +1,5 @@
 -- Servers per run of parameter-server-based runs of one source ($source): median, mean, max and share at 1 and at the modal count, per role.
+-- params: {"source": "synthetic"}
 WITH h AS (
     SELECT role, n_servers, sum(n_runs) AS runs
     FROM server_count_hist

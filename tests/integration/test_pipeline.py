@@ -15,19 +15,27 @@ VIEWS = ["runs", "utilisation_samples", "ingest_ledger", "quarantine", "run_role
          "util_summary", "trainer_vs_ps", "server_count_hist", "hardware_fit", "recommendations"]
 
 
-@pytest.fixture
-def materialized(landed, definitions):
-    """Every asset materialised for DAY: daily assets first, then the merged and publish assets."""
-    d = definitions
-    graph = d.resolve_asset_graph()
+def materialize_all(home, definitions, day: str = DAY):
+    """Every asset for ``day`` on a temporary instance: daily assets first, then the merged and publish ones."""
+    graph = definitions.resolve_asset_graph()
     keys = [k for k in graph.get_all_asset_keys() if graph.get(k).is_materializable]
     daily = [k for k in keys if graph.get(k).partitions_def is not None]
     merged = [k for k in keys if graph.get(k).partitions_def is None]
-    resources = {"fleet": FleetHome(home=str(landed.root))}
-    with dg.instance_for_test() as instance:
-        r1 = dg.materialize(d.assets, selection=daily, partition_key=DAY, instance=instance, resources=resources)
-        r2 = dg.materialize(d.assets, selection=merged, instance=instance, resources=resources)
+    resources = {"fleet": FleetHome(home=str(home.root))}
+    instance = dg.instance_for_test()
+    inst = instance.__enter__()
+    r1 = dg.materialize(definitions.assets, selection=daily, partition_key=day, instance=inst, resources=resources)
+    r2 = dg.materialize(definitions.assets, selection=merged, instance=inst, resources=resources)
+    return instance, r1, r2
+
+
+@pytest.fixture
+def materialized(landed, definitions):
+    instance, r1, r2 = materialize_all(landed, definitions)
+    try:
         yield landed, r1, r2
+    finally:
+        instance.__exit__(None, None, None)
 
 
 def test_every_asset_materialises_and_every_check_passes(materialized):

@@ -80,13 +80,23 @@ def merged_utilisation(fleet: FleetHome):
         "paper_pattern_share": float(tvp["paper_pattern"].mean()) if tvp.height else 0.0})
 
 
-@dg.asset(name="recommendations", group_name="out", deps=["runs", "hardware_fit"], kinds={"duckdb", "parquet"},
+@dg.asset(name="recommendations", group_name="out", deps=["runs", "hardware_fit"], kinds={"scikitlearn", "parquet"},
           owners=OWNERS, description=description("recommendations"), metadata=spec_metadata("recommendations"),
           tags={"layer": "out"}, freshness_policy=FRESHNESS)
 def recommendations(fleet: FleetHome) -> dg.MaterializeResult:
-    """Ranked platform x placement per model and objective, from the observed fleet."""
+    """Per model family and objective: every platform x placement, ranked, with bands and explanations."""
+    from pipelines.lib.contracts import contract
+    from pipelines.lib.recommend import Fleet, fit_correction, fleet_recommendations
+    from synthetic_fleet.catalog import load_models
+
     home = fleet.data_home()
-    recs = analytics.recommendations([str(p) for p in lake.table_files(home, "runs")],
-                                     [str(p) for p in lake.table_files(home, "hardware_fit")])
+    hw = fleet.hardware()
+    observed_fleet = Fleet.from_runs(lake.read_table(home, "runs"), hw)
+    correction = fit_correction(observed_fleet, hw)
+    recs = fleet_recommendations(observed_fleet, hw, load_models(home.user_catalog_dir / "models.yaml"), correction)
+    recs = contract("recommendations").conform(recs if recs.height else contract("recommendations").empty_frame())
     top = recs.filter(recs["recommended"]).select("model_name", "objective", "platform", "placement", "explanation")
-    return _written(lake.write_table(home, "recommendations", recs), recs, top_recommendations=preview(top, rows=20))
+    return _written(lake.write_table(home, "recommendations", recs), recs, top_recommendations=preview(top, rows=20),
+                    correction=dg.MetadataValue.text(correction.note),
+                    cv_mdape_corrected=correction.cv_mdape_corrected, cv_mdape_analytical=correction.cv_mdape_analytical,
+                    cv_band_coverage=correction.cv_band_coverage, fleet_runs_used=correction.n_runs)

@@ -1,0 +1,44 @@
+"""Every canned analyst query has a description, binds its parameters and runs against the real catalog."""
+
+import pytest
+
+from pipelines.lib import queries
+from pipelines.lib.contracts import contract
+from pipelines.lib.paths import DataHome
+from synthetic_fleet.writers import write_day
+from tests.integration.test_pipeline import materialize_all
+
+
+@pytest.fixture(scope="module")
+def catalog(tmp_path_factory, small_day, definitions):
+    """One materialised data home shared by the query tests (they only read it)."""
+    home = DataHome.resolve(tmp_path_factory.mktemp("queries"))
+    write_day(small_day, home.landing, source="synthetic", fmt="jsonl")
+    instance, *_ = materialize_all(home, definitions)
+    instance.__exit__(None, None, None)
+    return home.catalog_path
+
+
+def test_every_canned_query_is_described():
+    found = queries.canned()
+    assert len(found) >= 8
+    for q in found.values():
+        assert len(q.description) > 30 and q.description[0].isupper()
+
+
+@pytest.mark.parametrize("name", sorted(queries.canned()))
+def test_canned_query_runs(catalog, name):
+    result = queries.run(catalog, name)
+    assert result.width > 0
+    if name == "files_not_reconciling":
+        assert result.height == 0
+    if name == "recommended_options":
+        assert result.height >= 2 and result["explanation"].str.starts_with("Recommended.").all()
+
+
+def test_query_parameters_are_bound_and_checked(catalog):
+    assert queries.run(catalog, "server_counts_ps_based", {"source": "nowhere'; DROP VIEW runs; --"}).height == 0
+    assert queries.run(catalog, "server_counts_ps_based", {"source": "synthetic"}).height == 2
+    with pytest.raises(KeyError, match="takes"):
+        queries.run(catalog, "quarantine_by_reason", {"day": "x"})
+    assert queries.canned()["utilisation_quantiles_for_days"].defaults["n_bins"] == contract("util_distribution").parameters["n_bins"]
