@@ -275,6 +275,111 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     return 0
 
 
+def _workload_from_config(path: Path) -> dict:
+    """A workload from YAML or JSON: the runs contract's workload fields (+ batch_cpu / batch_gpu)."""
+    import yaml
+
+    from pipelines.lib.recommend import WORKLOAD_FIELDS
+    from synthetic_fleet.whatif import WhatIfError, coerce
+
+    if not path.exists():
+        raise WhatIfError(f"{path} does not exist")
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    if not isinstance(data, dict):
+        raise WhatIfError(f"{path}: expected a mapping of workload fields")
+    allowed = set(WORKLOAD_FIELDS) | {"batch_cpu", "batch_gpu", "batch_size"}
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise WhatIfError(f"{path}: unknown field(s) {unknown}; valid: {', '.join(sorted(allowed))}")
+    required = [f for f in ("n_dense_features", "n_sparse_features", "embedding_dim", "embedding_gb", "mean_lookups_per_table",
+                            "bottom_mlp", "top_mlp", "interaction") if f not in data]
+    if required:
+        raise WhatIfError(f"{path}: missing field(s) {required}")
+    out = {k: (coerce("batch_size", str(v)) if k.startswith("batch") else v if k == "model_name" else coerce(k, str(v)))
+           for k, v in data.items()}
+    out.setdefault("n_tables", out["n_sparse_features"])
+    out.setdefault("lookup_power_law_alpha", 1.1)
+    out.setdefault("model_name", path.stem)
+    b = out.pop("batch_size", None)
+    out.setdefault("batch_cpu", b or 512)
+    out.setdefault("batch_gpu", b or 4096)
+    return out
+
+
+def cmd_recommend(args: argparse.Namespace) -> int:
+    """Every platform x placement for a workload, ranked under an objective, with the fleet's correction."""
+    from pipelines.lib import lake
+    from pipelines.lib.recommend import Fleet, fit_correction, observed, recommend, workload_of_model
+    from synthetic_fleet.catalog import load_hardware, load_models
+    from synthetic_fleet.whatif import WhatIfError, pick_model, pick_platforms
+
+    home = DataHome.resolve(args.home)
+    try:
+        hw = load_hardware(home.user_catalog_dir / "hardware.yaml")
+        if bool(args.model) == bool(args.config):
+            raise WhatIfError("give exactly one of --model NAME or --config workload.yaml")
+        workload = (workload_of_model(pick_model(load_models(home.user_catalog_dir / "models.yaml"), args.model))
+                    if args.model else _workload_from_config(Path(args.config)))
+        platforms = pick_platforms(hw, args.platforms) if args.platforms else None
+        fleet = Fleet.from_runs(lake.read_table(home, "runs"), hw)
+        correction = fit_correction(fleet, hw)
+        res = observed(recommend(workload, hw, fleet, correction, args.objective, platforms), fleet)
+    except (WhatIfError, ValueError) as exc:
+        print(f"fleet recommend: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps({"workload": workload, "objective": args.objective, "correction": correction.note,
+                          "cv_mdape": correction.cv_mdape_corrected, "options": res.to_dicts()}, indent=2, default=str))
+        return 0
+    best = res.filter(res["recommended"])
+    name = workload.get("model_name")
+    print(f"{name}: best {'throughput' if args.objective == 'throughput' else 'throughput per watt'}"
+          + (f" among {', '.join(platforms)}" if platforms else " across the catalog"))
+    if best.height:
+        b = best.row(0, named=True)
+        print(f"  -> {b['platform']} / {b['placement']}: {b['p50_throughput_eps']:,.0f} examples/s "
+              f"(P10-P90 {b['p10_throughput_eps']:,.0f}-{b['p90_throughput_eps']:,.0f}), {b['eps_per_w']:.1f} examples/s/W")
+        print(f"     {b['explanation']}")
+        if b["n_sparse_ps"] or b["n_dense_ps"]:
+            print(f"     servers: {b['n_trainers']} trainers, {b['n_sparse_ps']} sparse PS, {b['n_dense_ps']} dense PS, "
+                  f"{b['n_readers']} readers" + (f" ({b['count_flags']})" if b["count_flags"] else ""))
+        if b["observed_median_eps"] is not None:
+            print(f"     the fleet ran this {b['n_observed_runs']} times: median {b['observed_median_eps']:,.0f} examples/s")
+    else:
+        print("  -> nothing in the catalog fits these tables")
+    print("  other options:")
+    for r in res.filter(~res["recommended"]).iter_rows(named=True):  # a handful of options
+        print(f"     {r['rank']}. {r['explanation']}")
+    print(f"  basis: {correction.note}")
+    return 0
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    """List the canned analyst queries, or run one read-only against the catalog."""
+    from pipelines.lib import queries
+
+    if not args.name:
+        for q in queries.canned().values():
+            params = ", ".join(f"{k}={v}" for k, v in q.defaults.items())
+            print(f"{q.name:<34} {q.description}" + (f"  [{params}]" if params else ""))
+        return 0
+    home = DataHome.resolve(args.home)
+    try:
+        params = dict(p.split("=", 1) for p in args.param or [])
+        frame = queries.run(home.catalog_path, args.name, params)
+    except (KeyError, ValueError) as exc:
+        print(f"fleet query: {exc.args[0] if exc.args else exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(frame.write_json())
+    else:
+        import polars as pl
+
+        with pl.Config(tbl_rows=50, tbl_cols=-1, tbl_width_chars=200, fmt_str_lengths=80):
+            print(frame)
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     home = DataHome.resolve(args.home)
@@ -358,6 +463,22 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--home")
     w.add_argument("--json", action="store_true")
     w.set_defaults(func=cmd_whatif)
+
+    rc = sub.add_parser("recommend", help="rank every platform x placement for a workload")
+    rc.add_argument("--model", help="a model of the catalog, e.g. M3prod")
+    rc.add_argument("--config", help="a workload as YAML or JSON (runs contract workload fields)")
+    rc.add_argument("--objective", choices=("throughput", "perf_per_watt"), default="throughput")
+    rc.add_argument("--platforms", help="restrict to these platforms, comma-separated (e.g. cpu,big_basin)")
+    rc.add_argument("--home")
+    rc.add_argument("--json", action="store_true")
+    rc.set_defaults(func=cmd_recommend)
+
+    q = sub.add_parser("query", help="list the canned analyst queries, or run one")
+    q.add_argument("name", nargs="?")
+    q.add_argument("--param", action="append", metavar="NAME=VALUE")
+    q.add_argument("--home")
+    q.add_argument("--json", action="store_true")
+    q.set_defaults(func=cmd_query)
 
     u = sub.add_parser("ui", help="start the Dagster UI on the data home's instance")
     u.add_argument("--home")

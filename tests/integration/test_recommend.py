@@ -1,0 +1,92 @@
+"""Hardware-fit recommendations on the default synthetic fleet, against the paper's conclusions."""
+
+import json
+
+import polars as pl
+import pytest
+
+from pipelines.cli import main
+from pipelines.lib.recommend import Fleet, fit_correction, observed, recommend, workload_of_model
+from synthetic_fleet.calibration import default_fleet
+
+
+@pytest.fixture(scope="module")
+def fleet(hw):
+    runs, _ = default_fleet()
+    return Fleet.from_runs(runs, hw)
+
+
+@pytest.fixture(scope="module")
+def correction(fleet, hw):
+    return fit_correction(fleet, hw)
+
+
+def _best(models, hw, fleet, correction, model, objective, platforms=None):
+    res = observed(recommend(workload_of_model(models[model]), hw, fleet, correction, objective, platforms), fleet)
+    return res, res.filter(pl.col("recommended")).row(0, named=True)
+
+
+@pytest.mark.parametrize("model, objective, platforms, want", [
+    ("M1prod", "throughput", ["cpu", "big_basin"], ("big_basin", "gpu_hbm")),
+    ("M1prod", "perf_per_watt", ["cpu", "big_basin"], ("big_basin", "gpu_hbm")),
+    ("M2prod", "throughput", ["cpu", "big_basin"], ("cpu", "remote_ps")),
+    ("M2prod", "perf_per_watt", ["cpu", "big_basin"], ("big_basin", "gpu_hbm")),
+    ("M3prod", "throughput", None, ("zion", "system_memory")),
+])
+def test_recommendations_follow_the_paper(models, hw, fleet, correction, model, objective, platforms, want):
+    res, best = _best(models, hw, fleet, correction, model, objective, platforms)
+    assert (best["platform"], best["placement"]) == want
+    assert best["bottleneck"] and "limited by" in best["explanation"] and "would give" in best["explanation"]
+    assert set(res["platform"]) == set(platforms or ["cpu", "big_basin", "zion"])
+    # The band contains what the fleet observed for this configuration.
+    assert best["n_observed_runs"] > 5
+    assert best["p10_throughput_eps"] <= best["observed_median_eps"] <= best["p90_throughput_eps"]
+
+
+def test_cross_validated_error_is_reported(fleet, hw, correction, models):
+    assert correction.active and correction.n_groups == 3
+    assert 0 < correction.cv_mdape_corrected < 0.5 and correction.cv_mdape_analytical is not None
+    res, best = _best(models, hw, fleet, correction, "M1prod", "throughput")
+    assert best["basis"] == "analytical model + fleet correction" and best["cv_mdape"] == correction.cv_mdape_corrected
+
+
+def test_with_too_few_runs_the_analytical_model_answers_alone_and_says_so(fleet, hw, models):
+    small = Fleet(fleet.runs.head(20))
+    c = fit_correction(small, hw)
+    assert not c.active and "analytical model only" in c.note
+    res = recommend(workload_of_model(models["M1prod"]), hw, small, c)
+    assert set(res["basis"]) == {"analytical model only"} and res["cv_mdape"].null_count() == res.height
+
+
+def test_options_that_do_not_fit_say_by_how_much(models, hw, fleet, correction):
+    res, _ = _best(models, hw, fleet, correction, "M3prod", "throughput")
+    bb = res.filter((pl.col("platform") == "big_basin") & (pl.col("placement") == "gpu_hbm")).row(0, named=True)
+    assert not bb["fits"] and bb["p50_throughput_eps"] is None and "382.4 GB short" in bb["explanation"]
+
+
+def test_cpu_counts_outside_the_fleet_are_flagged(models, hw, fleet, correction):
+    few_ps = Fleet(fleet.runs.filter((pl.col("platform") != "cpu") | (pl.col("n_sparse_ps") <= 5)))
+    res = recommend(workload_of_model(models["M2prod"]), hw, few_ps, correction, "throughput", ["cpu"])
+    assert "sparse PS" in res.row(0, named=True)["count_flags"] and "outside the fleet's" in res.row(0, named=True)["count_flags"]
+
+
+def test_recommend_cli_with_a_workload_file(tmp_path, capsys, home):
+    cfg = tmp_path / "ranker.yaml"
+    cfg.write_text("n_dense_features: 2048\nn_sparse_features: 8\nembedding_dim: 64\nembedding_gb: 12\n"
+                   "mean_lookups_per_table: 10\nbottom_mlp: 2048-1024-64\ntop_mlp: 512-256-1\ninteraction: dot\n")
+    assert main(["recommend", "--config", str(cfg), "--objective", "perf_per_watt", "--json", "--home", str(home.root)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["workload"]["model_name"] == "ranker" and data["objective"] == "perf_per_watt"
+    assert sum(o["recommended"] for o in data["options"]) == 1
+    assert "analytical model only" in data["correction"]  # an empty data home has no fleet to learn from
+    cfg.write_text("n_dense_features: 2048\ncolour: blue\n")
+    assert main(["recommend", "--config", str(cfg), "--home", str(home.root)]) == 2
+    assert "unknown field(s) ['colour']" in capsys.readouterr().err
+    assert main(["recommend", "--model", "M1prod", "--config", str(cfg), "--home", str(home.root)]) == 2
+    assert "exactly one of --model" in capsys.readouterr().err
+
+
+def test_recommend_cli_text_fits_one_screen(capsys, home):
+    assert main(["recommend", "--model", "M3prod", "--home", str(home.root)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("M3prod: best throughput across the catalog") and len(out.splitlines()) <= 24
