@@ -380,6 +380,23 @@ def cmd_query(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    """Write the HTML report and every chart as PNG and SVG from the lake's aggregated tables."""
+    from dashboards.report import write_report
+
+    home = DataHome.resolve(args.home)
+    out = Path(args.out).resolve() if args.out else home.reports
+    start = time.perf_counter()
+    try:
+        art = write_report(home, out, args.date_from, args.date_to)
+    except OSError as exc:
+        print(f"fleet report: cannot write {out}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    print(f"report: {art.html}\ncharts: {len(art.pngs)} PNG and {len(art.svgs)} SVG in {art.html.parent / 'charts'} "
+          f"({time.perf_counter() - start:.1f} s)")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     home = DataHome.resolve(args.home)
@@ -479,6 +496,13 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--home")
     q.add_argument("--json", action="store_true")
     q.set_defaults(func=cmd_query)
+
+    rp = sub.add_parser("report", help="write the HTML report and every chart as PNG and SVG")
+    rp.add_argument("--out", help="folder (default <data home>/reports)")
+    rp.add_argument("--from", dest="date_from", help="first day YYYY-MM-DD")
+    rp.add_argument("--to", dest="date_to", help="last day YYYY-MM-DD")
+    rp.add_argument("--home")
+    rp.set_defaults(func=cmd_report)
 
     u = sub.add_parser("ui", help="start the Dagster UI on the data home's instance")
     u.add_argument("--home")

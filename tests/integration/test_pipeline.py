@@ -91,4 +91,4 @@ def test_report_is_self_contained(materialized):
     assert not re.search(r"<script[^>]*\bsrc\s*=", html, re.IGNORECASE)  # no external script at all
     assert not re.search(r"<link[^>]*\bhref\s*=\s*[\"']https?:", html, re.IGNORECASE)
     assert "cdn.jsdelivr" not in html
-    assert "vegaEmbed" in html and "Fleet telemetry report" in html
+    assert "vegaEmbed" in html and "Fleet telemetry report" in html and "data freshness" in html

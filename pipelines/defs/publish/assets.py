@@ -2,9 +2,7 @@
 
 
 import dagster as dg
-import polars as pl
-
-from dashboards.report import ReportInputs, write_report
+from dashboards.report import write_report
 from pipelines.defs.metadata import OWNERS
 from pipelines.defs.resources import FleetHome
 from pipelines.lib import lake
@@ -30,37 +28,17 @@ def analyst_catalog(fleet: FleetHome) -> dg.MaterializeResult:
         "open_with": dg.MetadataValue.text(f"duckdb -readonly {home.catalog_path}")})
 
 
-def report_summary(home) -> dict[str, str]:
-    """Headline counts for the report, from the lake."""
-    runs = lake.read_table(home, "runs")
-    ledger = lake.read_table(home, "ingest_ledger")
-    days = sorted(set(runs["day"].cast(pl.String).to_list())) if runs.height else []
-    return {
-        "days": f"{len(days)} ({days[0]} .. {days[-1]})" if days else "0",
-        "runs": f"{runs.height:,}",
-        "samples accepted": f"{int(ledger.filter(pl.col('table_name') == 'utilisation_samples')['rows_accepted'].sum()):,}",
-        "rows quarantined": f"{int(ledger['rows_quarantined'].sum()):,}" if ledger.height else "0",
-        "platforms": ", ".join(sorted(set(runs["platform"].drop_nulls().to_list()))) if runs.height else "-",
-    }
-
-
 @dg.asset(
     name="fleet_report", group_name="publish", deps=["util_distribution", "server_count_hist", "hardware_fit",
-                                                     "trainer_vs_ps", "recommendations"],
+                                                     "trainer_vs_ps", "recommendations", "run_role_stats", "ingest_ledger"],
     kinds={"altair", "html"}, owners=OWNERS, tags={"layer": "publish"},
-    description="Self-contained offline HTML report (Vega inlined) of every analysis.",
+    description="Self-contained offline HTML report (Vega inlined) of every analysis, and each chart as PNG and SVG.",
 )
 def fleet_report(fleet: FleetHome) -> dg.MaterializeResult:
-    """Render the Altair report to <home>/reports/fleet_report.html."""
+    """Render the report to <home>/reports/fleet_report.html and <home>/reports/charts/."""
     home = fleet.data_home()
-    inputs = ReportInputs(
-        util_distribution=lake.read_table(home, "util_distribution"),
-        server_count_hist=lake.read_table(home, "server_count_hist"),
-        hardware_fit=lake.read_table(home, "hardware_fit"),
-        trainer_vs_ps=lake.read_table(home, "trainer_vs_ps"),
-        recommendations=lake.read_table(home, "recommendations"),
-        summary=report_summary(home),
-    )
-    path = write_report(inputs, home.report_path)
-    return dg.MaterializeResult(metadata={"path": dg.MetadataValue.path(str(path)),
-                                          "size_kb": round(path.stat().st_size / 1024, 1)})
+    art = write_report(home, home.reports)
+    return dg.MaterializeResult(metadata={
+        "path": dg.MetadataValue.path(str(art.html)), "size_kb": round(art.html.stat().st_size / 1024, 1),
+        "charts": len(art.pngs), "png": dg.MetadataValue.json([str(p) for p in art.pngs]),
+        "svg": dg.MetadataValue.json([str(p) for p in art.svgs])})

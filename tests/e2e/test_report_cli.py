@@ -1,0 +1,38 @@
+"""`fleet report` writes the HTML, a PNG and an SVG per chart, offline, from aggregated tables only."""
+
+import re
+import shutil
+
+import pytest
+from PIL import Image
+
+from pipelines.cli import main
+from tests.conftest import DAY
+from tests.integration.test_pipeline import materialized  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.slow
+
+
+def test_fleet_report_writes_html_png_and_svg(materialized, tmp_path, capsys):  # noqa: F811
+    home, *_ = materialized
+    out = tmp_path / "out"
+    assert main(["report", "--home", str(home.root), "--out", str(out), "--from", DAY, "--to", DAY]) == 0
+    assert f"report: {out}/fleet_report.html" in capsys.readouterr().out
+    page = (out / "fleet_report.html").read_text()
+    assert not re.search(r"<(script|link|img)[^>]*(src|href)\s*=\s*[\"']https?:", page, re.I)
+    assert "cdn.jsdelivr" not in page
+    names = re.findall(r'id="chart-([a-z_]+)"', page)
+    for name in names:
+        png, svg = out / "charts" / f"{name}.png", out / "charts" / f"{name}.svg"
+        assert Image.open(png).size[0] > 200
+        assert svg.read_text().lstrip().startswith("<svg")
+        assert f'href="charts/{name}.png"' in page
+    assert {"trainer_vs_ps", "server_counts", "hardware_fit", "whatif_sweeps", "placements", "calibration",
+            "fleet_trends", "run_explorer"} <= set(names)
+
+
+def test_report_never_reads_raw_samples(materialized, tmp_path):  # noqa: F811
+    home, *_ = materialized
+    shutil.rmtree(home.lake / "utilisation_samples")  # the report must not need them
+    assert main(["report", "--home", str(home.root), "--out", str(tmp_path / "o")]) == 0
+    assert (tmp_path / "o" / "fleet_report.html").exists()
