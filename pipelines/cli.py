@@ -306,22 +306,50 @@ def _workload_from_config(path: Path) -> dict:
     return out
 
 
+def _workload_from_run(runs, run_id: str) -> dict:
+    """The workload of an observed run (its batch on its own platform kind is kept for both kinds)."""
+    import polars as pl
+
+    from pipelines.lib.recommend import WORKLOAD_FIELDS
+    from synthetic_fleet.whatif import WhatIfError
+
+    hit = runs.filter(pl.col("run_id") == run_id)
+    if hit.is_empty():
+        raise WhatIfError(f"no run {run_id!r} in the lake")
+    row = hit.row(0, named=True)
+    missing = [k for k in WORKLOAD_FIELDS if k != "model_name" and row.get(k) is None]
+    if missing:
+        raise WhatIfError(f"run {run_id!r} does not record its workload ({', '.join(missing)} unknown); "
+                          "give it with --config or --set")
+    return {**{k: row[k] for k in WORKLOAD_FIELDS}, "batch_cpu": row["batch_size"] if row["platform"] == "cpu" else 512,
+            "batch_gpu": row["batch_size"] if row["platform"] != "cpu" else 4096}
+
+
 def cmd_recommend(args: argparse.Namespace) -> int:
     """Every platform x placement for a workload, ranked under an objective, with the fleet's correction."""
     from pipelines.lib import lake
     from pipelines.lib.recommend import Fleet, fit_correction, observed, recommend, workload_of_model
     from synthetic_fleet.catalog import load_hardware, load_models
-    from synthetic_fleet.whatif import WhatIfError, pick_model, pick_platforms
+    from synthetic_fleet.whatif import WhatIfError, apply_settings, coerce, parse_setting, pick_model, pick_platforms
 
     home = DataHome.resolve(args.home)
     try:
         hw = load_hardware(home.user_catalog_dir / "hardware.yaml")
-        if bool(args.model) == bool(args.config):
-            raise WhatIfError("give exactly one of --model NAME or --config workload.yaml")
-        workload = (workload_of_model(pick_model(load_models(home.user_catalog_dir / "models.yaml"), args.model))
-                    if args.model else _workload_from_config(Path(args.config)))
+        if sum(bool(x) for x in (args.model, args.config, args.run)) != 1:
+            raise WhatIfError("give exactly one of --model NAME, --config workload.yaml or --run RUN_ID")
+        all_runs = lake.read_table(home, "runs")
+        if args.model:
+            workload = workload_of_model(pick_model(load_models(home.user_catalog_dir / "models.yaml"), args.model))
+        elif args.config:
+            workload = _workload_from_config(Path(args.config))
+        else:
+            workload = _workload_from_run(all_runs, args.run)
+        settings = {k: coerce(k, v) for k, v in (parse_setting(x) for x in args.set or [])}
+        if "batch_size" in settings:
+            workload["batch_cpu"] = workload["batch_gpu"] = settings.pop("batch_size")
+        workload = apply_settings(workload, settings)
         platforms = pick_platforms(hw, args.platforms) if args.platforms else None
-        fleet = Fleet.from_runs(lake.read_table(home, "runs"), hw)
+        fleet = Fleet.from_runs(all_runs, hw)
         correction = fit_correction(fleet, hw)
         res = observed(recommend(workload, hw, fleet, correction, args.objective, platforms), fleet)
     except (WhatIfError, ValueError) as exc:
@@ -484,6 +512,8 @@ def build_parser() -> argparse.ArgumentParser:
     rc = sub.add_parser("recommend", help="rank every platform x placement for a workload")
     rc.add_argument("--model", help="a model of the catalog, e.g. M3prod")
     rc.add_argument("--config", help="a workload as YAML or JSON (runs contract workload fields)")
+    rc.add_argument("--run", help="the workload of an observed run (run_id in the lake)")
+    rc.add_argument("--set", action="append", metavar="FIELD=VALUE", help="override a workload field")
     rc.add_argument("--objective", choices=("throughput", "perf_per_watt"), default="throughput")
     rc.add_argument("--platforms", help="restrict to these platforms, comma-separated (e.g. cpu,big_basin)")
     rc.add_argument("--home")

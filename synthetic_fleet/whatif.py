@@ -86,10 +86,22 @@ def configuration(model: ModelSpec, platform: str, placement: str | None, hw: Ha
     row.update(platform=platform, placement=placement or ("remote_ps" if on_cpu else None),
                n_trainers=base["n_trainers"], n_sparse_ps=base.get("n_sparse_ps", 0), n_dense_ps=base.get("n_dense_ps", 0),
                n_readers=base.get("n_readers", 8))
+    return apply_settings(row, settings)
+
+
+def apply_settings(workload: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
+    """Apply field overrides, keeping the shape consistent where only one side is given: more sparse
+    features mean as many tables of the same size; more dense features widen the bottom MLP's input."""
+    row = dict(workload)
     if "n_sparse_features" in settings:
-        scale = settings["n_sparse_features"] / max(model.n_sparse_features, 1)
-        row["n_tables"] = settings["n_sparse_features"]
-        row["embedding_gb"] = model.embedding_gb * scale
+        scale = settings["n_sparse_features"] / max(row.get("n_sparse_features") or 1, 1)
+        row.setdefault("n_tables", row.get("n_sparse_features"))
+        if "n_tables" not in settings:
+            row["n_tables"] = settings["n_sparse_features"]
+        if "embedding_gb" not in settings and row.get("embedding_gb") is not None:
+            row["embedding_gb"] = row["embedding_gb"] * scale
+    if "n_dense_features" in settings and "bottom_mlp" not in settings and row.get("bottom_mlp"):
+        row["bottom_mlp"] = "-".join([str(settings["n_dense_features"])] + row["bottom_mlp"].split("-")[1:])
     row.update(settings)
     return row
 

@@ -90,3 +90,25 @@ def test_recommend_cli_text_fits_one_screen(capsys, home):
     assert main(["recommend", "--model", "M3prod", "--home", str(home.root)]) == 0
     out = capsys.readouterr().out
     assert out.startswith("M3prod: best throughput across the catalog") and len(out.splitlines()) <= 24
+
+
+def test_recommend_for_an_observed_run_and_with_overrides(capsys, home, hw, models):
+    import datetime as dt
+
+    from pipelines.lib import lake
+    from synthetic_fleet.sampler import sample_day
+
+    day = sample_day("2026-11-20", 12, 5, hw, models)
+    runs = day.runs.with_columns(pl.lit(dt.date(2026, 11, 20)).alias("day"), pl.lit("synthetic").alias("source"))
+    lake.write_partition(home, "runs", "2026-11-20", runs)
+    run_id = runs.filter(pl.col("model_name") == "M3prod")["run_id"][0]
+    assert main(["recommend", "--run", run_id, "--json", "--home", str(home.root)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["workload"]["model_name"] == "M3prod" and len(data["options"]) >= 8
+    assert main(["recommend", "--model", "M1prod", "--set", "embedding_gb=500", "--set", "n_dense_features=64",
+                 "--json", "--home", str(home.root)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["workload"]["bottom_mlp"].startswith("64-") and data["workload"]["embedding_gb"] == 500
+    assert not next(o for o in data["options"] if o["platform"] == "big_basin" and o["placement"] == "gpu_hbm")["fits"]
+    assert main(["recommend", "--run", "nope", "--home", str(home.root)]) == 2
+    assert "no run 'nope' in the lake" in capsys.readouterr().err
