@@ -3,8 +3,9 @@ memory (the limit: what the write alone costs), in the same run; medians of seve
 
     .venv/bin/python benchmarks/bench_synth.py [--samples 10000000] [--repeats 3] [--target 2.0]
 
-Ours streams day by day (generate a day, write its Parquet, drop it), so its peak memory is bounded by one
-day's partition; the baseline holds the whole fleet in memory. Peak memory is each mode's max RSS in a
+Ours is the product's path (`fleet synth --format parquet`): it streams day by day, generating the next day
+while a writer thread writes the previous one, so its peak memory is bounded by two days' partitions; the
+baseline holds the whole fleet in memory and only writes. Peak memory is each mode's max RSS in a
 fresh subprocess. Exits non-zero if the median ratio exceeds --target.
 """
 
@@ -30,27 +31,17 @@ def _fleet_days(samples: int, runs_per_day: int) -> int:
     return max(1, math.ceil(samples / (SAMPLES_PER_RUN * runs_per_day)))
 
 
-def _write(frame, path: Path) -> None:
-    import pyarrow.parquet as pq
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(frame.to_arrow(), path, compression="zstd")
-
-
 def run_ours(days: int, runs_per_day: int, out: Path) -> dict:
-    """Generate and write day by day."""
+    """The product's path (`fleet synth --format parquet`): generate day by day, writing as it goes."""
     from synthetic_fleet.catalog import load_hardware, load_models
-    from synthetic_fleet.sampler import sample_day
+    from synthetic_fleet.writers import write_fleet
 
     hw, models = load_hardware(), load_models()
-    start, n = time.perf_counter(), 0
-    for i in range(days):
-        day = str(FIRST_DAY + dt.timedelta(days=i))
-        fleet = sample_day(day, runs_per_day, 7, hw, models)
-        _write(fleet.samples, out / f"day={day}" / "part-0.parquet")
-        n += fleet.samples.height
-        del fleet
-    return {"seconds": time.perf_counter() - start, "samples": n}
+    counted = {"samples": 0}
+    start = time.perf_counter()
+    write_fleet([str(FIRST_DAY + dt.timedelta(days=i)) for i in range(days)], runs_per_day, 7, hw, models, out,
+                fmt="parquet", on_day=lambda fleet, _: counted.__setitem__("samples", counted["samples"] + fleet.samples.height))
+    return {"seconds": time.perf_counter() - start, "samples": counted["samples"]}
 
 
 def run_baseline(days: int, runs_per_day: int, out: Path) -> dict:
@@ -60,10 +51,13 @@ def run_baseline(days: int, runs_per_day: int, out: Path) -> dict:
     from synthetic_fleet.catalog import load_hardware, load_models
     from synthetic_fleet.sampler import sample_day
 
+    import pyarrow.parquet as pq
+
     hw, models = load_hardware(), load_models()
     table = pl.concat([sample_day(str(FIRST_DAY + dt.timedelta(days=i)), runs_per_day, 7, hw, models).samples for i in range(days)])
+    arrow = table.to_arrow()
     start = time.perf_counter()
-    _write(table, out / "all.parquet")
+    pq.write_table(arrow, out / "all.parquet", compression="zstd")
     return {"seconds": time.perf_counter() - start, "samples": table.height, "table_mb": table.estimated_size() / 1e6}
 
 

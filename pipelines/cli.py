@@ -48,22 +48,24 @@ def synthesize(out: Path, days: list[str], runs_per_day: int, seed: int, fmt: st
                gzip_level: int | None = None, quiet: bool = False) -> dict:
     """Write a synthetic fleet into landing folder ``out``; returns counts."""
     from synthetic_fleet.catalog import load_hardware, load_models
-    from synthetic_fleet.sampler import sample_day
-    from synthetic_fleet.writers import write_day
+    from synthetic_fleet.writers import write_fleet
 
     home_catalog = DataHome.resolve().user_catalog_dir
     hw, models = load_hardware(home_catalog / "hardware.yaml"), load_models(home_catalog / "models.yaml")
     totals = {"days": len(days), "runs": 0, "samples": 0, "files": []}
-    for i, day in enumerate(days, 1):
-        t = time.perf_counter()
-        fleet = sample_day(day, runs_per_day, seed, hw, models)
-        paths = write_day(fleet, out, source=source, fmt=fmt, gzip_level=gzip_level)
+    clock = [time.perf_counter()]
+
+    def done(fleet, paths) -> None:
         totals["runs"] += fleet.runs.height
         totals["samples"] += fleet.samples.height
         totals["files"] += [str(p) for p in paths]
         if not quiet:
-            print(f"  [{i}/{len(days)}] {day}: {fleet.runs.height} runs, {fleet.samples.height:,} samples "
-                  f"({time.perf_counter() - t:.1f} s)", flush=True)
+            i = len(totals["files"]) // 2
+            print(f"  [{i}/{len(days)}] {fleet.day}: {fleet.runs.height} runs, {fleet.samples.height:,} samples "
+                  f"({time.perf_counter() - clock[0]:.1f} s)", flush=True)
+        clock[0] = time.perf_counter()
+
+    write_fleet(days, runs_per_day, seed, hw, models, out, source=source, fmt=fmt, gzip_level=gzip_level, on_day=done)
     return totals
 
 

@@ -157,7 +157,7 @@ def _size_parameter_servers(runs: pl.DataFrame, rng: np.random.Generator, hw: Ha
     return runs.with_columns(pl.Series("n_sparse_ps", n_ps))
 
 
-def sample_utilisation(runs: pl.DataFrame, seed: int, day: str) -> pl.DataFrame:
+def sample_utilisation(runs: pl.DataFrame, seed: int, day: str, hw: HardwareCatalog) -> pl.DataFrame:
     """Per-server time series for every run: role means from the model, with warm-up, noise and stragglers."""
     rng = day_rng(seed + 1, day)
     counts = {"trainer": "n_trainers", "sparse_ps": "n_sparse_ps", "dense_ps": "n_dense_ps", "reader": "n_readers"}
@@ -184,22 +184,35 @@ def sample_utilisation(runs: pl.DataFrame, seed: int, day: str) -> pl.DataFrame:
     # Server-level multiplier: lognormal, right-skewed for parameter servers (hot shards), plus rare stragglers.
     straggler = servers.get_column("role").replace_strict(STRAGGLER_SHARE, return_dtype=pl.Float64).to_numpy()
     server_mult = rng.lognormal(0.0, skew, n_srv) * np.where(rng.random(n_srv) < straggler, 0.5, 1.0)
-    servers = servers.with_columns(pl.Series("_mult", server_mult), pl.Series("_sd", noise_sd))
+    # Power per server from its platform's idle/peak watts (trainers of GPU runs are GPU servers; the rest CPU servers).
+    server_platform = pl.when(pl.col("role") == "trainer").then(pl.col("platform")).otherwise(pl.lit(hw.remote_ps_platform))
+    watts = {p: (float(v.idle_w or 0), float(v.peak_w or 0)) for p, v in hw.platforms.items()}
+    servers = servers.with_columns(
+        pl.Series("_mult", server_mult), pl.Series("_sd", noise_sd),
+        server_platform.replace_strict({p: w[0] for p, w in watts.items()}, return_dtype=pl.Float64).alias("_idle_w"),
+        server_platform.replace_strict({p: w[1] for p, w in watts.items()}, return_dtype=pl.Float64).alias("_peak_w"))
 
     samples = servers.with_columns(pl.int_ranges(0, pl.col("n_samples")).alias("k")).explode("k")
     n = samples.height
-    k = samples.get_column("k").to_numpy().astype(float)
-    warmup = 1 - 0.6 * np.exp(-k / 1.0)  # ramps up over the first ~10 minutes
-    mult = samples.get_column("_mult").to_numpy() * warmup
-    sd = samples.get_column("_sd").to_numpy()
+    k = samples.get_column("k").to_numpy()
+    # float32 for the draws (the bulk of the work); values are rounded to 4 decimals as float64 at the end.
+    warmup = (1 - 0.6 * np.exp(-k.astype(np.float32)))  # ramps up over the first ~10 minutes
+    mult = samples.get_column("_mult").to_numpy().astype(np.float32) * warmup
+    sd = samples.get_column("_sd").to_numpy().astype(np.float32)
     out = {}
     for res in RESOURCES:
-        base = samples.get_column(res).to_numpy().astype(float)
-        draw = base * mult + rng.normal(0.0, 1.0, n) * sd * np.sqrt(np.maximum(base, 0.02))
-        out[f"{res}_util"] = np.round(np.clip(draw, 0.0, 1.0), 4)
-    cpu = out["cpu_util"]
-    idle_w = np.where(samples.get_column("platform").to_numpy() == "cpu", 180.0, 1300.0)
-    power = idle_w * (1 + 1.5 * cpu) * rng.normal(1.0, 0.02, n)
+        base = samples.get_column(res).to_numpy().astype(np.float32)
+        have = ~np.isnan(base)
+        draw = np.full(n, np.nan, dtype=np.float32)
+        m = int(have.sum())
+        if m:
+            b = base[have]
+            noise = rng.standard_normal(m, dtype=np.float32) * sd[have] * np.sqrt(np.maximum(b, np.float32(0.02)))
+            draw[have] = np.clip(b * mult[have] + noise, 0.0, 1.0)
+        out[f"{res}_util"] = np.round(draw.astype(np.float64), 4)
+    idle, peak = samples.get_column("_idle_w").to_numpy(), samples.get_column("_peak_w").to_numpy()
+    busy = np.where(np.isnan(out["gpu_util"]), out["cpu_util"], 0.7 * out["gpu_util"] + 0.3 * out["cpu_util"])
+    power = (idle + busy * (peak - idle)) * (1 + 0.02 * rng.standard_normal(n, dtype=np.float32))
     ts = samples.get_column("start_ts") + pl.Series(k.astype(np.int64) * SAMPLE_INTERVAL_S * 1_000_000).cast(pl.Duration("us"))
     return pl.DataFrame({
         "run_id": samples.get_column("run_id"),
@@ -207,13 +220,13 @@ def sample_utilisation(runs: pl.DataFrame, seed: int, day: str) -> pl.DataFrame:
         "role": samples.get_column("role"),
         "ts": ts,
         **{f"{res}_util": pl.Series(out[f"{res}_util"]).fill_nan(None) for res in RESOURCES},
-        "power_w": np.round(power, 1),
+        "power_w": np.round(power.astype(np.float64), 1),
     })
 
 
 def sample_day(day: str, n_runs: int, seed: int, hw: HardwareCatalog, models: dict[str, ModelSpec]) -> DayFleet:
     """One day's runs (landing columns only) and their utilisation samples."""
     runs = sample_runs(day, n_runs, seed, hw, models)
-    samples = sample_utilisation(runs, seed, day)
+    samples = sample_utilisation(runs, seed, day, hw)
     landing_cols = [c for c in runs.columns if not c.endswith("_util") and not c.startswith("_")]
     return DayFleet(day=day, runs=runs.select(landing_cols), samples=samples)

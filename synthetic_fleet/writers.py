@@ -9,7 +9,12 @@ from pathlib import Path
 
 import polars as pl
 
-from synthetic_fleet.sampler import DayFleet
+import queue
+import threading
+from typing import Callable, Iterable
+
+from synthetic_fleet.catalog import HardwareCatalog, ModelSpec
+from synthetic_fleet.sampler import DayFleet, sample_day
 
 FORMATS = ("jsonl", "csv", "parquet")
 TS_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
@@ -26,8 +31,6 @@ def _encode(frame: pl.DataFrame, fmt: str) -> bytes:
         _text_ready(frame).write_ndjson(buf)
     elif fmt == "csv":
         _text_ready(frame).write_csv(buf)
-    elif fmt == "parquet":
-        frame.write_parquet(buf, compression="zstd", statistics=False)
     else:
         raise ValueError(f"unknown format {fmt!r}; valid: {', '.join(FORMATS)}")
     return buf.getvalue()
@@ -46,8 +49,16 @@ def write_day(fleet: DayFleet, landing: Path, *, source: str = "synthetic", fmt:
     folder = landing / source / fleet.day
     written = []
     for table, frame in (("runs", fleet.runs), ("utilisation_samples", fleet.samples)):
-        data = _encode(frame, fmt)
         name = f"{table}.{fmt}"
+        if fmt == "parquet":  # straight to the file: no in-memory copy of the encoded day
+            path = folder / name
+            folder.mkdir(parents=True, exist_ok=True)
+            tmp = folder / f".{name}.tmp"
+            frame.write_parquet(tmp, compression="zstd", statistics=False)
+            os.replace(tmp, path)
+            written.append(path)
+            continue
+        data = _encode(frame, fmt)
         if gzip_level is not None and fmt != "parquet":
             data = gzip.compress(data, compresslevel=gzip_level, mtime=0)  # mtime=0 keeps the bytes reproducible
             name += ".gz"
@@ -55,3 +66,34 @@ def write_day(fleet: DayFleet, landing: Path, *, source: str = "synthetic", fmt:
         write_bytes_atomic(path, data)
         written.append(path)
     return written
+
+
+def write_fleet(days: Iterable[str], runs_per_day: int, seed: int, hw: HardwareCatalog, models: dict[str, ModelSpec],
+                landing: Path, *, source: str = "synthetic", fmt: str = "jsonl", gzip_level: int | None = None,
+                on_day: Callable[[DayFleet, list[Path]], None] | None = None) -> None:
+    """Generate day after day while a writer thread writes the previous day (encoding and I/O release the
+    GIL), so generation overlaps with writing; at most two days are in memory at once."""
+    handoff: queue.Queue = queue.Queue(maxsize=1)
+    failure: list[BaseException] = []
+
+    def writer() -> None:
+        while (fleet := handoff.get()) is not None:
+            try:
+                paths = write_day(fleet, landing, source=source, fmt=fmt, gzip_level=gzip_level)
+                if on_day:
+                    on_day(fleet, paths)
+            except BaseException as exc:  # surfaced in the caller's thread below
+                failure.append(exc)
+
+    thread = threading.Thread(target=writer, name="fleet-writer", daemon=True)
+    thread.start()
+    try:
+        for day in days:
+            if failure:
+                break
+            handoff.put(sample_day(day, runs_per_day, seed, hw, models))
+    finally:
+        handoff.put(None)
+        thread.join()
+    if failure:
+        raise failure[0]
