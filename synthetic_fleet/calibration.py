@@ -188,15 +188,14 @@ def evaluate(coef: Coefficients = DEFAULT, hw: HardwareCatalog | None = None,
         f"{prod['M2prod']['ppw']:.2f}", ok13)
 
     if include_fleet:
-        results += _fleet_targets(targets, add)
-    results.extend([])  # fleet targets were appended through `add`
+        _fleet_targets(targets, add)
     _test_suite_targets(hw, coef, add)
     _quality_targets(add, targets)
     order = {tid: i for i, tid in enumerate(targets)}
     return sorted(results, key=lambda r: order[r.id])
 
 
-def _fleet_targets(targets: dict, add: Callable) -> list[Result]:
+def _fleet_targets(targets: dict, add: Callable) -> None:
     runs, samples = default_fleet()
     add("t14", f"{runs.height} runs", runs.height >= targets["t14"]["min"])
     cpu = runs.filter(pl.col("platform") == "cpu")
@@ -224,7 +223,6 @@ def _fleet_targets(targets: dict, add: Callable) -> list[Result]:
         on="platform", index="model_name", values="n_readers")
     add("t18", "median readers GPU vs CPU: " + ", ".join(f"{r['model_name']} {r['true']:g} vs {r['false']:g}" for r in med.iter_rows(named=True)),
         bool((med["true"] > med["false"]).all()))
-    return []
 
 
 def _test_suite_targets(hw: HardwareCatalog, coef: Coefficients, add: Callable) -> None:
