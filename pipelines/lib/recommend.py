@@ -68,6 +68,7 @@ class Correction:
     """A residual model on log(observed / analytical P50), with its grouped cross-validated error."""
 
     models: dict[float, Any] | None
+    options: list[str]                   # option order of the one-hot features the models were fitted on
     n_runs: int
     n_groups: int
     cv_mdape_corrected: float | None     # median absolute % error, corrected, on held-out model families
@@ -80,12 +81,14 @@ class Correction:
         return self.models is not None
 
 
-def _feature_frame(frame: pl.DataFrame, p50: np.ndarray) -> np.ndarray:
+def _feature_frame(frame: pl.DataFrame, p50: np.ndarray, options: list[str]) -> np.ndarray:
+    """Numeric workload/system features, log of the analytical P50, and one indicator per known option
+    (platform/placement, in the fixed order ``options``; an option not among them gets all zeros)."""
     num = frame.select([pl.col(c).cast(pl.Float64) for c in FEATURES]).to_numpy()
     cat = frame.select((pl.col("platform") + "/" + pl.col("placement")).alias("option")).to_series()
-    options = sorted(cat.unique().to_list())
-    onehot = np.stack([(cat == o).to_numpy() for o in options], axis=1).astype(float) if options else np.empty((len(cat), 0))
-    return np.hstack([num, np.log(np.maximum(p50, 1e-9))[:, None], onehot]), options
+    onehot = (np.stack([(cat == o).to_numpy() for o in options], axis=1).astype(float) if options
+              else np.empty((len(cat), 0)))
+    return np.hstack([num, np.log(np.maximum(p50, 1e-9))[:, None], onehot])
 
 
 def fit_correction(fleet: Fleet, hw: HardwareCatalog, coef: Coefficients = DEFAULT) -> Correction:
@@ -97,14 +100,15 @@ def fit_correction(fleet: Fleet, hw: HardwareCatalog, coef: Coefficients = DEFAU
     groups = runs["model_name"].to_numpy() if runs.height else np.array([])
     n_groups = len(set(groups))
     if runs.height < MIN_RUNS or n_groups < 2:
-        return Correction(None, runs.height, n_groups, None, None, None,
+        return Correction(None, [], runs.height, n_groups, None, None, None,
                           f"analytical model only: {runs.height} usable fleet runs in {n_groups} model families "
                           f"(a correction needs {MIN_RUNS} runs in 2+ families)")
     p50 = predict_frame(runs, hw, coef)["throughput_eps"].fill_null(np.nan).to_numpy()
     keep = np.isfinite(p50) & (p50 > 0)
     runs, p50, groups = runs.filter(pl.Series(keep)), p50[keep], groups[keep]
     y = np.log(runs["throughput_eps"].to_numpy() / p50)
-    X, _ = _feature_frame(runs, p50)
+    options = sorted((runs["platform"] + "/" + runs["placement"]).unique().to_list())
+    X = _feature_frame(runs, p50, options)
 
     def model(q: float):
         return HistGradientBoostingRegressor(loss="quantile", quantile=q, max_iter=150, learning_rate=0.08,
@@ -120,7 +124,7 @@ def fit_correction(fleet: Fleet, hw: HardwareCatalog, coef: Coefficients = DEFAU
     models = {q: model(q).fit(X, y) for q in (0.1, 0.5, 0.9)}
     c, a, cov = (float(np.median(np.concatenate(errors_c))), float(np.median(np.concatenate(errors_a))),
                  float(np.mean(np.concatenate(inside))))
-    return Correction(models, runs.height, n_groups, c, a, cov,
+    return Correction(models, options, runs.height, n_groups, c, a, cov,
                       f"analytical model corrected on {runs.height} fleet runs; leave-one-model-family-out error "
                       f"{c:.1%} (analytical alone {a:.1%})")
 
@@ -245,8 +249,7 @@ def recommend(workload: dict[str, Any], hw: HardwareCatalog, fleet: Fleet, corre
     band = analytic_band(cand, hw, coef)
     fits = pred["fits"].fill_null(False).to_numpy()
     if correction.active:
-        X, _ = _feature_frame(cand, np.where(np.isfinite(band[:, 1]), band[:, 1], 1.0))
-        X = _align(X, correction)
+        X = _feature_frame(cand, np.where(np.isfinite(band[:, 1]), band[:, 1], 1.0), correction.options)
         lo, mid, hi = (correction.models[q].predict(X) for q in (0.1, 0.5, 0.9))
         band = np.column_stack([band[:, 0] * np.exp(np.minimum(lo, mid)), band[:, 1] * np.exp(mid), band[:, 2] * np.exp(np.maximum(hi, mid))])
     band = np.where(fits[:, None], band, np.nan)
@@ -275,14 +278,6 @@ def recommend(workload: dict[str, Any], hw: HardwareCatalog, fleet: Fleet, corre
            .drop("_score", "_simpler").with_row_index("rank", offset=1))
     res = res.with_columns(((pl.col("rank") == 1) & pl.col("fits")).alias("recommended"))
     return res.with_columns(_explain(res, score, workload))
-
-
-def _align(X: np.ndarray, correction: Correction) -> np.ndarray:
-    """Pad/cut one-hot columns to what the fitted models saw (unseen options get all-zero indicators)."""
-    n = correction.models[0.5].n_features_in_
-    if X.shape[1] >= n:
-        return X[:, :n]
-    return np.hstack([X, np.zeros((X.shape[0], n - X.shape[1]))])
 
 
 def _count_flags(res: pl.DataFrame, fleet: Fleet, hw: HardwareCatalog) -> pl.Expr:

@@ -2,6 +2,8 @@
 
 import json
 
+import numpy as np
+
 import polars as pl
 import pytest
 
@@ -112,3 +114,17 @@ def test_recommend_for_an_observed_run_and_with_overrides(capsys, home, hw, mode
     assert not next(o for o in data["options"] if o["platform"] == "big_basin" and o["placement"] == "gpu_hbm")["fits"]
     assert main(["recommend", "--run", "nope", "--home", str(home.root)]) == 2
     assert "no run 'nope' in the lake" in capsys.readouterr().err
+
+
+def test_correction_features_keep_the_option_order_they_were_fitted_with(fleet, hw, correction, models):
+    from pipelines.lib.recommend import _feature_frame, candidates
+
+    cand = candidates(workload_of_model(models["M1prod"]), hw, fleet, ["zion"])  # a subset, in another order
+    X = _feature_frame(cand, np.ones(cand.height), correction.options)
+    onehot = X[:, -len(correction.options):]
+    for i, row in enumerate(cand.iter_rows(named=True)):
+        option = f"{row['platform']}/{row['placement']}"
+        assert onehot[i].sum() == (1 if option in correction.options else 0)
+        if option in correction.options:
+            assert onehot[i, correction.options.index(option)] == 1
+    assert X.shape[1] == correction.models[0.5].n_features_in_
