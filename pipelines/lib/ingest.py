@@ -28,7 +28,9 @@ from pipelines.lib.sqlfiles import sql_text
 LANDING_TABLES = ("runs", "utilisation_samples")
 TS_OUT = "%Y-%m-%dT%H:%M:%S%.6fZ"
 MAX_LINE_BYTES = 1 << 20  # a JSONL line or CSV row above 1 MiB is not telemetry: the file is quarantined
-CARRY = ("_source_file", "_row_number", "_file_order")
+# Internal columns carried beside a file's fields; an input column with this prefix is refused.
+INTERNAL = "__fleet_"
+CARRY = ("__fleet_file", "__fleet_row", "__fleet_order")
 
 
 class FileProblem(Exception):
@@ -144,6 +146,12 @@ def _check_line_lengths(lengths: pl.Series, rel: str, first_line: int) -> None:
                                                  f"{MAX_LINE_BYTES:,}-byte limit for one record")
 
 
+def _refuse_reserved(columns, rel: str) -> None:
+    reserved = [c for c in columns if c and c.startswith(INTERNAL)]
+    if reserved:
+        raise FileProblem("file_unreadable", f"{rel}: column name(s) {reserved} use the reserved prefix {INTERNAL!r}; rename them")
+
+
 def _read_jsonl(text: str, c: Contract, rel: str) -> tuple[pl.DataFrame, list[str]]:
     lines = pl.DataFrame({"line": pl.Series(text.split("\n"), dtype=pl.String)}).with_row_index("row_number", offset=1)
     _check_line_lengths(lines.get_column("line").str.len_bytes(), rel, 1)
@@ -153,16 +161,17 @@ def _read_jsonl(text: str, c: Contract, rel: str) -> tuple[pl.DataFrame, list[st
         con.register("lines", lines)
         keys = con.sql(sql_text("transforms/jsonl_keys.sql")).pl().get_column("k").to_list()
         names = [col.name for col in c.landing_columns]
-        extras = [k for k in keys if k is not None and k not in names]
+        _refuse_reserved(keys, rel)
+        extras = [k for k in keys if k and k not in names]  # an empty key cannot be addressed; it stays in the raw line
         fields = names + extras
         parsed = con.sql(sql_text("transforms/jsonl_fields.sql"), params={"paths": ['$."' + n.replace('"', '\\"') + '"' for n in fields]}).pl()
     finally:
         con.close()
     frame = parsed.select(
-        pl.col("row_number").cast(pl.Int64).alias("_row_number"),
-        pl.col("is_valid_json"), pl.col("json_kind"),
+        pl.col("row_number").cast(pl.Int64).alias("__fleet_row"),
+        pl.col("is_valid_json").alias("__fleet_valid"), pl.col("json_kind").alias("__fleet_kind"),
         *[pl.col("field_values").list.get(i, null_on_oob=True).alias(n) for i, n in enumerate(fields)],
-    ).with_columns(lines.get_column("line").alias("_raw"))
+    ).with_columns(lines.get_column("line").alias("__fleet_raw"))
     return frame, extras
 
 
@@ -173,6 +182,7 @@ def _read_csv(data: bytes, c: Contract, rel: str) -> tuple[pl.DataFrame, list[st
         frame = pl.read_csv(text.encode(), infer_schema=False)
     except pl.exceptions.PolarsError as exc:
         raise FileProblem("file_unreadable", f"{rel}: not valid CSV ({str(exc).splitlines()[0]})") from exc
+    _refuse_reserved(frame.columns, rel)
     dup_header = [n for n in frame.columns if n.endswith("_duplicated_0")]
     if dup_header:
         raise FileProblem("file_unreadable", f"{rel}: the header repeats column(s) {dup_header}")
@@ -180,8 +190,8 @@ def _read_csv(data: bytes, c: Contract, rel: str) -> tuple[pl.DataFrame, list[st
     extras = [x for x in frame.columns if x not in names]
     raw = pl.struct(pl.all()).struct.json_encode() if frame.width else pl.lit(None, pl.String)
     # Data row i is line i + 1 (the header is line 1).
-    return frame.with_columns(raw.alias("_raw")).with_row_index("_row_number", offset=2).with_columns(
-        pl.col("_row_number").cast(pl.Int64)), extras
+    return frame.with_columns(raw.alias("__fleet_raw")).with_row_index("__fleet_row", offset=2).with_columns(
+        pl.col("__fleet_row").cast(pl.Int64)), extras
 
 
 def _read_parquet(data: bytes, c: Contract, rel: str) -> tuple[pl.DataFrame, list[str]]:
@@ -189,6 +199,7 @@ def _read_parquet(data: bytes, c: Contract, rel: str) -> tuple[pl.DataFrame, lis
         frame = pl.read_parquet(io.BytesIO(data))
     except Exception as exc:  # pyarrow/polars raise several types for a damaged file
         raise FileProblem("file_unreadable", f"{rel}: not a readable Parquet file ({str(exc).splitlines()[0]})") from exc
+    _refuse_reserved(frame.columns, rel)
     as_text = frame.with_columns([
         (pl.col(n).dt.convert_time_zone("UTC") if t.time_zone else pl.col(n).dt.replace_time_zone("UTC")).dt.to_string(TS_OUT)
         if isinstance(t, pl.Datetime) else pl.col(n).cast(pl.String)
@@ -197,8 +208,8 @@ def _read_parquet(data: bytes, c: Contract, rel: str) -> tuple[pl.DataFrame, lis
     names = [col.name for col in c.landing_columns]
     extras = [x for x in frame.columns if x not in names]
     raw = pl.struct(pl.all()).struct.json_encode() if as_text.width else pl.lit(None, pl.String)
-    return as_text.with_columns(raw.alias("_raw")).with_row_index("_row_number", offset=1).with_columns(
-        pl.col("_row_number").cast(pl.Int64)), extras
+    return as_text.with_columns(raw.alias("__fleet_raw")).with_row_index("__fleet_row", offset=1).with_columns(
+        pl.col("__fleet_row").cast(pl.Int64)), extras
 
 
 def read_strings(data: bytes, name: str, rel: str, c: Contract) -> tuple[pl.DataFrame, list[str], str]:
@@ -232,20 +243,20 @@ def read_strings(data: bytes, name: str, rel: str, c: Contract) -> tuple[pl.Data
 
 def _json_rejects(frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Split JSONL rows into (objects, rejects) on JSON validity."""
-    if "is_valid_json" not in frame.columns:
+    if "__fleet_valid" not in frame.columns:
         return frame, pl.DataFrame()
-    bad_json = ~pl.col("is_valid_json")
-    not_obj = pl.col("is_valid_json") & (pl.col("json_kind") != "OBJECT")
+    bad_json = ~pl.col("__fleet_valid")
+    not_obj = pl.col("__fleet_valid") & (pl.col("__fleet_kind") != "OBJECT")
     rejects = frame.filter(bad_json | not_obj).select(
-        "_source_file", "_row_number",
+        "__fleet_file", "__fleet_row",
         pl.when(bad_json).then(pl.lit("bad_json")).otherwise(pl.lit("not_an_object")).alias("reason_code"),
         pl.lit(None, pl.String).alias("field"),
         pl.when(bad_json).then(pl.lit("line is not valid JSON (check quotes, commas and brackets)"))
         .otherwise(pl.format("line is JSON but not an object ({}); each line must be one record {{...}}",
-                             pl.col("json_kind").str.to_lowercase())).alias("message"),
-        pl.col("_raw").alias("raw_record"),
+                             pl.col("__fleet_kind").str.to_lowercase())).alias("message"),
+        pl.col("__fleet_raw").alias("raw_record"),
     )
-    return frame.filter(~(bad_json | not_obj)).drop("is_valid_json", "json_kind"), rejects
+    return frame.filter(~(bad_json | not_obj)).drop("__fleet_valid", "__fleet_kind"), rejects
 
 
 def _typed_json(frame: pl.DataFrame, columns: Iterable[str]) -> pl.Expr:
@@ -256,7 +267,7 @@ def _typed_json(frame: pl.DataFrame, columns: Iterable[str]) -> pl.Expr:
 def _reject(frame: pl.DataFrame, mask: pl.Expr, reason: str, field_name: str, message: pl.Expr, columns: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
     mask = mask.fill_null(False)  # a null comparison (e.g. a running run has no end) is not a violation
     bad = frame.filter(mask).select(
-        "_source_file", "_row_number", pl.lit(reason).alias("reason_code"), pl.lit(field_name).alias("field"),
+        "__fleet_file", "__fleet_row", pl.lit(reason).alias("reason_code"), pl.lit(field_name).alias("field"),
         message.alias("message"), _typed_json(frame, columns).alias("raw_record"))
     return frame.filter(~mask), bad
 
@@ -264,34 +275,34 @@ def _reject(frame: pl.DataFrame, mask: pl.Expr, reason: str, field_name: str, me
 def _cross_row_checks(runs: pl.DataFrame, samples: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, list[pl.DataFrame]]:
     """Duplicate keys (first delivery wins), samples of unknown runs, samples outside their run's time."""
     rejects = []
-    order = ["_file_order", "_row_number"]
+    order = ["__fleet_order", "__fleet_row"]
     run_cols = [c.name for c in contract("runs").landing_columns]
-    runs = runs.sort(order).with_columns(pl.col("_source_file").first().over("run_id").alias("_kept_in"))
+    runs = runs.sort(order).with_columns(pl.col("__fleet_file").first().over("run_id").alias("__fleet_kept_in"))
     runs, bad = _reject(runs, ~pl.col("run_id").is_first_distinct(), "duplicate_key", "run_id",
                         pl.format("run_id {} was already delivered in {}; the first delivery is kept",
-                                  pl.col("run_id"), pl.col("_kept_in")), run_cols)
+                                  pl.col("run_id"), pl.col("__fleet_kept_in")), run_cols)
     rejects.append(bad)
-    runs = runs.drop("_kept_in")
+    runs = runs.drop("__fleet_kept_in")
     sample_cols = [c.name for c in contract("utilisation_samples").landing_columns]
     key = ["run_id", "server_id", "ts"]
-    samples = samples.sort(order).with_columns(pl.col("_source_file").first().over(key).alias("_kept_in"))
+    samples = samples.sort(order).with_columns(pl.col("__fleet_file").first().over(key).alias("__fleet_kept_in"))
     samples, bad = _reject(samples, ~pl.struct(key).is_first_distinct(), "duplicate_key", "ts",
                            pl.format("sample ({}, {}, {}) was already delivered in {}; the first delivery is kept",
-                                     pl.col("run_id"), pl.col("server_id"), pl.col("ts").dt.to_string(TS_OUT), pl.col("_kept_in")),
+                                     pl.col("run_id"), pl.col("server_id"), pl.col("ts").dt.to_string(TS_OUT), pl.col("__fleet_kept_in")),
                            sample_cols)
     rejects.append(bad)
-    windows = runs.select("run_id", pl.col("start_ts").alias("_start"), pl.col("end_ts").alias("_end"), pl.lit(True).alias("_known"))
-    samples = samples.drop("_kept_in").join(windows, on="run_id", how="left")
-    samples, bad = _reject(samples, pl.col("_known").is_null(), "unknown_run", "run_id",
+    windows = runs.select("run_id", pl.col("start_ts").alias("__fleet_start"), pl.col("end_ts").alias("__fleet_end"), pl.lit(True).alias("__fleet_known"))
+    samples = samples.drop("__fleet_kept_in").join(windows, on="run_id", how="left")
+    samples, bad = _reject(samples, pl.col("__fleet_known").is_null(), "unknown_run", "run_id",
                            pl.format("run_id {} has no accepted run record in this day's landing files", pl.col("run_id")),
                            sample_cols)
     rejects.append(bad)
-    samples, bad = _reject(samples, (pl.col("ts") < pl.col("_start")) | (pl.col("ts") > pl.col("_end")), "ts_outside_run", "ts",
+    samples, bad = _reject(samples, (pl.col("ts") < pl.col("__fleet_start")) | (pl.col("ts") > pl.col("__fleet_end")), "ts_outside_run", "ts",
                            pl.format("ts {} is outside its run ({} .. {})", pl.col("ts").dt.to_string(TS_OUT),
-                                     pl.col("_start").dt.to_string(TS_OUT), pl.col("_end").dt.to_string(TS_OUT).fill_null("running")),
+                                     pl.col("__fleet_start").dt.to_string(TS_OUT), pl.col("__fleet_end").dt.to_string(TS_OUT).fill_null("running")),
                            sample_cols)
     rejects.append(bad)
-    return runs, samples.drop("_start", "_end", "_known"), rejects
+    return runs, samples.drop("__fleet_start", "__fleet_end", "__fleet_known"), rejects
 
 
 @dataclass
@@ -338,21 +349,29 @@ def _ingest_file(home: DataHome, lf: LandingFile, order: int, day_date: dt.date,
                                          "taken from there once")
     c = contract(entry["table_name"])
     try:
-        frame, extras, fmt = read_strings(data, lf.path.name, lf.relpath, c)
+        return _validate_file(lf, order, c, data, entry, allowed, seen)
     except FileProblem as p:
         return problem(p.reason, p.message)
+    except Exception as exc:  # one producer's odd file must not stop the day: it is quarantined with the error
+        first = (str(exc).splitlines() or [""])[0][:200]
+        return problem("file_unreadable", f"{lf.relpath}: could not be read as {c.name} ({type(exc).__name__}: {first})")
+
+
+def _validate_file(lf: LandingFile, order: int, c: Contract, data: bytes, entry: dict, allowed: dict,
+                   seen: dict[str, tuple[str, int]]) -> _FileOutcome:
+    frame, extras, fmt = read_strings(data, lf.path.name, lf.relpath, c)
     entry.update(format=fmt, rows_in=frame.height, extra_columns=",".join(extras) or None)
     seen[entry["sha256"]] = (lf.relpath, frame.height)
-    frame = frame.with_columns(pl.lit(lf.relpath).alias("_source_file"), pl.lit(order).alias("_file_order"))
+    frame = frame.with_columns(pl.lit(lf.relpath).alias("__fleet_file"), pl.lit(order).alias("__fleet_order"))
     frame, json_bad = _json_rejects(frame)
     out = _FileOutcome(ledger=entry, rejected=[json_bad] if json_bad.height else [])
-    v = validate_strings(frame.drop(extras), c, carry=CARRY, allowed=allowed, raw_column="_raw")
+    v = validate_strings(frame.drop(extras), c, carry=CARRY, allowed=allowed, raw_column="__fleet_raw")
     out.accepted = v.accepted
-    out.rejected.append(v.rejected.drop("_file_order"))
+    out.rejected.append(v.rejected.drop("__fleet_order"))
     if extras:
         kept = frame.filter(pl.any_horizontal(pl.col(extras).is_not_null())).select(
-            "_source_file", "_row_number", pl.struct(extras).struct.json_encode().alias("fields"))
-        out.extras = kept.join(v.accepted.select("_row_number"), on="_row_number", how="semi").with_columns(
+            "__fleet_file", "__fleet_row", pl.struct(extras).struct.json_encode().alias("fields"))
+        out.extras = kept.join(v.accepted.select("__fleet_row"), on="__fleet_row", how="semi").with_columns(
             pl.lit(c.name).alias("table_name"))
     return out
 
@@ -369,29 +388,29 @@ def ingest_day(home: DataHome, day: str, platforms: Iterable[str], *, now: dt.da
         c = contract(table)
         parts = [o.accepted for o in outcomes if o.accepted is not None and o.ledger["table_name"] == table]
         empty = c.empty_frame().select([x.name for x in c.landing_columns]).with_columns(
-            pl.lit(None, pl.String).alias("_source_file"), pl.lit(None, pl.Int64).alias("_row_number"),
-            pl.lit(None, pl.Int32).alias("_file_order"))
+            pl.lit(None, pl.String).alias("__fleet_file"), pl.lit(None, pl.Int64).alias("__fleet_row"),
+            pl.lit(None, pl.Int32).alias("__fleet_order"))
         return pl.concat(parts or [empty], how="vertical_relaxed")
 
     runs, samples, cross = _cross_row_checks(stacked("runs"), stacked("utilisation_samples"))
     ledger = [o.ledger for o in outcomes]
     rejects = [r for o in outcomes for r in o.rejected if r.height] + [r for r in cross if r.height]
     q_schema = contract("quarantine").polars_schema()
-    quarantine = (pl.concat([r.select("_source_file", "_row_number", "reason_code", "field", "message", "raw_record") for r in rejects],
+    quarantine = (pl.concat([r.select("__fleet_file", "__fleet_row", "reason_code", "field", "message", "raw_record") for r in rejects],
                             how="vertical_relaxed") if rejects else
-                  pl.DataFrame(schema={"_source_file": pl.String, "_row_number": pl.Int64, "reason_code": pl.String,
+                  pl.DataFrame(schema={"__fleet_file": pl.String, "__fleet_row": pl.Int64, "reason_code": pl.String,
                                        "field": pl.String, "message": pl.String, "raw_record": pl.String}))
     files = pl.DataFrame([{k: e[k] for k in ("source_file", "source", "table_name")} for e in ledger],
                          schema={"source_file": pl.String, "source": pl.String, "table_name": pl.String})
-    quarantine = (quarantine.rename({"_source_file": "source_file", "_row_number": "row_number"})
+    quarantine = (quarantine.rename({"__fleet_file": "source_file", "__fleet_row": "row_number"})
                   .join(files, on="source_file", how="left").with_columns(pl.lit(day_date).alias("day")))
     file_rejects = [o.file_reject for o in outcomes if o.file_reject]
     if file_rejects:
         quarantine = pl.concat([quarantine.select(list(q_schema)), pl.DataFrame(file_rejects, schema=q_schema)], how="vertical_relaxed")
     quarantine = contract("quarantine").conform(quarantine.select(list(q_schema))).sort("source_file", "row_number")
 
-    accepted_counts = pl.concat([runs.group_by("_source_file").len(), samples.group_by("_source_file").len()]).rename(
-        {"_source_file": "source_file", "len": "rows_accepted"})
+    accepted_counts = pl.concat([runs.group_by("__fleet_file").len(), samples.group_by("__fleet_file").len()]).rename(
+        {"__fleet_file": "source_file", "len": "rows_accepted"})
     row_q = quarantine.filter(pl.col("row_number") > 0).group_by("source_file").len().rename({"len": "rows_quarantined"})
     ledger_schema = {**contract("ingest_ledger").polars_schema(), "_file_quarantined": pl.Int64}
     base = [c for c in ledger_schema if c not in ("rows_accepted", "rows_quarantined", "file_status")]
@@ -406,11 +425,14 @@ def ingest_day(home: DataHome, day: str, platforms: Iterable[str], *, now: dt.da
     ledger_df = contract("ingest_ledger").conform(ledger_df.sort("source_file"))
 
     extras = [o.extras for o in outcomes if o.extras is not None]
-    extra_df = pl.concat(extras) if extras else pl.DataFrame(schema={"_source_file": pl.String, "_row_number": pl.Int64,
+    extra_df = pl.concat(extras) if extras else pl.DataFrame(schema={"__fleet_file": pl.String, "__fleet_row": pl.Int64,
                                                                      "fields": pl.String, "table_name": pl.String})
-    extra_df = extra_df.rename({"_source_file": "source_file", "_row_number": "row_number"}).with_columns(pl.lit(day_date).alias("day"))
+    # Only rows that were finally accepted (not later quarantined as duplicates, unknown runs, ...).
+    kept_rows = pl.concat([runs.select("__fleet_file", "__fleet_row"), samples.select("__fleet_file", "__fleet_row")])
+    extra_df = extra_df.join(kept_rows, on=["__fleet_file", "__fleet_row"], how="semi")
+    extra_df = extra_df.rename({"__fleet_file": "source_file", "__fleet_row": "row_number"}).with_columns(pl.lit(day_date).alias("day"))
 
-    runs = runs.with_columns(pl.lit(day_date).alias("day"), pl.col("_source_file").str.split("/").list.first().alias("source"))
+    runs = runs.with_columns(pl.lit(day_date).alias("day"), pl.col("__fleet_file").str.split("/").list.first().alias("source"))
     samples = samples.with_columns(pl.lit(day_date).alias("day"))
     return DayIngest(
         runs=contract("runs").conform(runs.sort("run_id")),

@@ -119,3 +119,32 @@ def test_a_corrected_file_with_the_same_name_replaces_its_earlier_rows(landed, h
     assert row["throughput_eps"] == 12345.0
     assert second.ingest_ledger.filter(pl.col("source_file").str.ends_with("runs.jsonl"))["sha256"][0] != \
         first.ingest_ledger.filter(pl.col("source_file").str.ends_with("runs.jsonl"))["sha256"][0]
+
+
+def test_odd_files_are_quarantined_not_fatal(landed, hw, small_day):
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    run = json.loads(small_day.runs.head(1).with_columns(pl.col("start_ts", "end_ts").dt.to_string("%Y-%m-%dT%H:%M:%SZ")).write_ndjson().splitlines()[0])
+    _write(landed, "runs-reserved.jsonl", _jsonl([{**run, "run_id": "r-res", "__fleet_raw": 1}]))
+    _write(landed, "runs-emptykey.jsonl", _jsonl([{**run, "run_id": "r-empty", "": 1}]))
+    nested = pa.table({"run_id": ["r-nested"], "tags": pa.array([[1, 2]], type=pa.list_(pa.int64())),
+                       "elapsed": pa.array([5], type=pa.duration("s"))})
+    buf = io.BytesIO()
+    pq.write_table(nested, buf)
+    _write(landed, "runs-nested.parquet", buf.getvalue())
+    r = ingest_day(landed, DAY, hw.platforms)
+    q = dict(r.quarantine.filter(pl.col("source").eq("producer")).select("source_file", "reason_code").iter_rows())
+    assert q["producer/2026-11-20/runs-reserved.jsonl"] == "file_unreadable"
+    assert q["producer/2026-11-20/runs-nested.parquet"] == "file_unreadable"
+    assert "r-empty" in r.runs["run_id"].to_list()  # an empty key is not addressable; the row itself is fine
+    assert r.runs.height == small_day.runs.height + 1 and reconciliation(r.ingest_ledger).height == 0
+
+
+def test_extra_fields_are_kept_only_for_rows_finally_accepted(landed, hw, small_day):
+    run = json.loads(small_day.runs.head(1).with_columns(pl.col("start_ts", "end_ts").dt.to_string("%Y-%m-%dT%H:%M:%SZ")).write_ndjson().splitlines()[0])
+    _write(landed, "runs-extra.jsonl", _jsonl([{**run, "colour": "red"}, {**run, "run_id": "new-1", "colour": "blue"}]))
+    r = ingest_day(landed, DAY, hw.platforms)  # the first row duplicates a run delivered earlier
+    assert r.extra_fields["fields"].to_list() == ['{"colour":"blue"}']
