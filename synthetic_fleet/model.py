@@ -130,13 +130,19 @@ def fit_frame(frame: pl.DataFrame, hw: HardwareCatalog) -> pl.DataFrame:
     return out.drop([c for c in out.columns if c.startswith("hw_")])
 
 
-def _harmonic(n_tables: np.ndarray, alpha: np.ndarray) -> np.ndarray:
-    """sum_{t=1..T} t^-alpha, for the power-law share of the hottest table (vectorised over rows)."""
-    t_max = int(np.nanmax(n_tables)) if n_tables.size else 1
-    t = np.arange(1, max(t_max, 1) + 1, dtype=float)
-    powers = t[None, :] ** (-alpha[:, None])
-    mask = t[None, :] <= n_tables[:, None]
-    return (powers * mask).sum(axis=1)
+def _harmonic(n_tables: np.ndarray, alpha: np.ndarray, head: int = 16) -> np.ndarray:
+    """sum_{t=1..T} t^-alpha, for the hottest table's share: the first ``head`` terms exactly, the rest by
+    Euler-Maclaurin (relative error < 1e-5), in memory independent of T."""
+    t_max = np.maximum(np.nan_to_num(n_tables, nan=1.0), 1.0)
+    a = np.nan_to_num(alpha, nan=1.2)
+    k = np.arange(1, head + 1, dtype=float)
+    exact = ((k[None, :] ** -a[:, None]) * (k[None, :] <= t_max[:, None])).sum(axis=1)
+    lo, hi = head + 1.0, t_max
+    near_one = np.abs(a - 1.0) < 1e-9
+    safe = np.where(near_one, 2.0, a)
+    integral = np.where(near_one, np.log(hi / lo), (hi ** (1 - safe) - lo ** (1 - safe)) / (1 - safe))
+    tail = integral + 0.5 * (lo ** -a + hi ** -a) + a / 12 * (lo ** (-a - 1) - hi ** (-a - 1))
+    return exact + np.where(t_max >= lo, tail, 0.0)
 
 
 def predict_frame(frame: pl.DataFrame, hw: HardwareCatalog, coef: Coefficients = DEFAULT) -> pl.DataFrame:
@@ -172,9 +178,9 @@ def predict_frame(frame: pl.DataFrame, hw: HardwareCatalog, coef: Coefficients =
     fits = x.get_column("fits").fill_null(False).to_numpy()
     ps = hw.platform(hw.remote_ps_platform)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # masked branches of np.where/np.select
-        out = _evaluate(c, placement, ps, coef)
-    keep = fits & np.isfinite(out["throughput_eps"])
-    cols = [pl.Series(k, np.where(keep, v, np.nan)).fill_nan(None) for k, v in out.items() if k != "bottleneck"]
+        out = _evaluate(c, placement, ps, coef, hw.hbm_reserve)
+    keep = fits & np.isfinite(out["throughput_eps"]) & (out["throughput_eps"] > 0)
+    cols = [pl.Series(k, np.where(keep & np.isfinite(v), v, np.nan)).fill_nan(None) for k, v in out.items() if k != "bottleneck"]
     cols.append(pl.when(pl.Series(keep)).then(pl.Series(out["bottleneck"].astype(str))).otherwise(None).alias("bottleneck"))
     res = x.with_columns(cols).with_columns(
         (pl.col("throughput_eps") / pl.col("provisioned_w")).alias("eps_per_w"),
@@ -188,7 +194,7 @@ def _soft_knee(b: np.ndarray, knee: np.ndarray) -> np.ndarray:
     return 1.0 + b / knee
 
 
-def _evaluate(c: dict[str, np.ndarray], placement: np.ndarray, ps, coef: Coefficients) -> dict[str, np.ndarray]:
+def _evaluate(c: dict[str, np.ndarray], placement: np.ndarray, ps, coef: Coefficients, hbm_reserve: float) -> dict[str, np.ndarray]:
     n = len(placement)
     inf = np.full(n, np.inf)
     is_gpu = c["hw_gpus"] > 0
@@ -213,9 +219,11 @@ def _evaluate(c: dict[str, np.ndarray], placement: np.ndarray, ps, coef: Coeffic
     ps_dram_bytes = coef.ps_gamma * gather + coef.ps_copy_factor * remote_bytes
     ps_rate_mem = n_ps * ps.dram_bw_gb_per_s * 1e9 * coef.eta_ps_dram * ps_locality / (ps_dram_bytes * imbalance)
     ps_rate_net = n_ps * ps_nic / (remote_bytes * imbalance)
-    r_ps = np.where(remote, np.minimum(ps_rate_mem, ps_rate_net), inf)
+    # A tier with no servers is not modelled as a separate constraint: 0 sparse PS means "as many as needed"
+    # (as in fit_frame), 0 readers means trainers read their own data, 0 dense PS means trainers sync directly.
+    r_ps = np.where(remote & (n_ps > 0), np.minimum(ps_rate_mem, ps_rate_net), inf)
     reader_rate_one = coef.reader_gbps * 1e9 / c["input_bytes_per_example"]
-    r_rd = n_rd * reader_rate_one
+    r_rd = np.where(n_rd > 0, n_rd * reader_rate_one, inf)
 
     # ---- CPU cluster: asynchronous trainers, batch_size per trainer
     cpu_peak = c["hw_cpu_fp32_tflops"] * 1e12 * coef.eta_c_cpu
@@ -225,7 +233,7 @@ def _evaluate(c: dict[str, np.ndarray], placement: np.ndarray, ps, coef: Coeffic
     t_cpu_batch = np.maximum(t_cpu_compute, t_cpu_net) + coef.kappa * np.minimum(t_cpu_compute, t_cpu_net)
     scaling = 1.0 / (1.0 + n_srv / coef.trainer_saturation)
     r_cpu_trainers = n_srv * batch / t_cpu_batch * scaling
-    r_dps = np.where(n_dps > 0, n_dps * ps_nic * batch * coef.dense_sync_batches / (2 * dense_bytes), np.where(is_gpu, inf, 0.0))
+    r_dps = np.where(n_dps > 0, n_dps * ps_nic * batch * coef.dense_sync_batches / (2 * dense_bytes), inf)
 
     # ---- GPU servers: synchronous data parallel over G GPUs, global batch
     gpus = np.maximum(c["hw_gpus"] * n_srv, 1)
@@ -233,7 +241,7 @@ def _evaluate(c: dict[str, np.ndarray], placement: np.ndarray, ps, coef: Coeffic
     gpu_peak = c["hw_gpu_fp32_tflops"] * 1e12 * coef.eta_c_gpu
     knee_gpu = coef.batch_knee_gpu / act_bytes
     t_mlp = batch * flops / (gpus * gpu_peak) * _soft_knee(b_gpu, knee_gpu)
-    hbm_usable_per_gpu = c["hw_hbm_gb_per_gpu"] * 0.85
+    hbm_usable_per_gpu = c["hw_hbm_gb_per_gpu"] * (1 - hbm_reserve)
     # GPUs the tables span: a table set that fits one GPU is replicated (no exchange); else it is sharded.
     span = np.clip(np.ceil(c["embedding_gb"] / np.maximum(hbm_usable_per_gpu, 1e-9)), 1, gpus)
     gpu_locality = 1.0 / (1.0 + np.minimum(c["embedding_gb"] / span, hbm_usable_per_gpu) / coef.gpu_locality_gb)
@@ -256,11 +264,12 @@ def _evaluate(c: dict[str, np.ndarray], placement: np.ndarray, ps, coef: Coeffic
          hbm_share * batch * train_bytes / hbm_bw + (1 - hbm_share) * t_emb_sys,
          np.maximum(batch * remote_bytes / (n_srv * nic), remote_host_cpu)],
         default=np.inf)
-    link = c["hw_gpu_link_gb_per_s"] * 1e9
+    # GPU-GPU link; without one (0), traffic goes through the host over PCIe.
+    link = np.where(c["hw_gpu_link_gb_per_s"] > 0, c["hw_gpu_link_gb_per_s"], c["hw_pcie_gb_per_s"]).clip(1e-9) * 1e9
     exchanged = np.where(np.isin(placement, ["gpu_hbm", "hybrid"]) & (span > 1), (gpus - 1) / gpus, 0.0)
     # Sharded tables: each table's pooled output goes to every other GPU, forward and backward.
     t_a2a = 2 * batch * pooled * exchanged / (gpus * link) + np.where(exchanged > 0, 2 * n_tab * (span - 1) * coef.a2a_message_s, 0.0)
-    t_allreduce = 2 * (gpus - 1) / gpus * dense_bytes / link
+    t_allreduce = np.where(gpus > 1, 2 * (gpus - 1) / gpus * dense_bytes / link, 0.0)
     t_comm = t_a2a + t_allreduce
     # Embedding kernels on the GPUs cost per table; host-side pooling and remote PS move that work to CPUs.
     gpu_side = np.isin(placement, ["gpu_hbm", "hybrid"]) | ((placement == "system_memory") & ~host_pools)

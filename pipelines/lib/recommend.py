@@ -42,7 +42,7 @@ class Fleet:
     @classmethod
     def from_runs(cls, runs: pl.DataFrame, hw: HardwareCatalog) -> "Fleet":
         modelled = [p for p, spec in hw.platforms.items() if spec.modelled]
-        usable = runs.filter((pl.col("status") == "succeeded") & pl.col("throughput_eps").is_not_null()
+        usable = runs.filter((pl.col("status") == "succeeded") & (pl.col("throughput_eps") > 0)
                              & pl.col("platform").is_in(modelled) & pl.col("placement").is_not_null()
                              & pl.all_horizontal(pl.col(list(FEATURES)).is_not_null()))
         return cls(usable)
@@ -97,15 +97,15 @@ def fit_correction(fleet: Fleet, hw: HardwareCatalog, coef: Coefficients = DEFAU
     from sklearn.model_selection import GroupKFold
 
     runs = fleet.runs
+    p50 = predict_frame(runs, hw, coef)["throughput_eps"].fill_null(np.nan).to_numpy() if runs.height else np.array([])
+    runs = runs.filter(pl.Series(np.isfinite(p50) & (p50 > 0))) if runs.height else runs
+    p50 = p50[np.isfinite(p50) & (p50 > 0)]
     groups = runs["model_name"].to_numpy() if runs.height else np.array([])
     n_groups = len(set(groups))
     if runs.height < MIN_RUNS or n_groups < 2:
         return Correction(None, [], runs.height, n_groups, None, None, None,
                           f"analytical model only: {runs.height} usable fleet runs in {n_groups} model families "
                           f"(a correction needs {MIN_RUNS} runs in 2+ families)")
-    p50 = predict_frame(runs, hw, coef)["throughput_eps"].fill_null(np.nan).to_numpy()
-    keep = np.isfinite(p50) & (p50 > 0)
-    runs, p50, groups = runs.filter(pl.Series(keep)), p50[keep], groups[keep]
     y = np.log(runs["throughput_eps"].to_numpy() / p50)
     options = sorted((runs["platform"] + "/" + runs["placement"]).unique().to_list())
     X = _feature_frame(runs, p50, options)
@@ -247,6 +247,7 @@ def recommend(workload: dict[str, Any], hw: HardwareCatalog, fleet: Fleet, corre
         raise ValueError("no modelled platform to compare" + (f" among {', '.join(platforms)}" if platforms else ""))
     pred = predict_frame(cand, hw, coef)
     band = analytic_band(cand, hw, coef)
+    band[:, 1] = pred["throughput_eps"].fill_null(np.nan).to_numpy()  # the P50 the correction was fitted against
     fits = pred["fits"].fill_null(False).to_numpy()
     if correction.active:
         X = _feature_frame(cand, np.where(np.isfinite(band[:, 1]), band[:, 1], 1.0), correction.options)

@@ -86,3 +86,38 @@ def test_every_coefficient_names_the_target_it_serves():
     docs = coefficient_docs()
     assert set(docs) == set(Coefficients.__dataclass_fields__)
     assert all(re.search(r"\bt\d+\b", d) for d in docs.values()), {k: v for k, v in docs.items() if not re.search(r"\bt\d+\b", v)}
+
+
+def test_a_tier_without_servers_is_not_a_constraint_and_no_infinity_leaks(hw, models):
+    rows = [system(models["M1prod"], "cpu", "remote_ps", n_trainers=16, n_sparse_ps=0, n_dense_ps=0, n_readers=0),
+            system(models["M1prod"], "cpu", "remote_ps", n_trainers=16, n_sparse_ps=64, n_dense_ps=2, n_readers=32)]
+    p = predict(rows, hw, DEFAULT)
+    assert (p["throughput_eps"] > 0).all()
+    for col in p.columns:
+        if p.schema[col] == pl.Float64:
+            assert not np.isinf(p[col].drop_nulls().to_numpy()).any(), col
+
+
+def test_gpu_platforms_without_links_fall_back_to_pcie(hw, models):
+    from dataclasses import replace
+
+    from synthetic_fleet.catalog import HardwareCatalog
+
+    def with_box(gpus: int) -> HardwareCatalog:
+        box = replace(hw.platforms["big_basin"], name="box", gpus=gpus, gpu_link_gb_per_s=0)
+        return HardwareCatalog({**hw.platforms, "box": box}, hw.hbm_reserve, hw.dram_reserve, hw.remote_ps_platform,
+                               hw.remote_ps_max_servers)
+
+    for gpus in (1, 8):
+        r = predict([system(models["M1prod"], "box", "gpu_hbm", embedding_gb=4.0)], with_box(gpus), DEFAULT).row(0, named=True)
+        assert r["fits"] and r["throughput_eps"] > 0 and r["bottleneck"]
+
+
+def test_recommender_ignores_runs_without_throughput(hw):
+    from pipelines.lib.recommend import Fleet, fit_correction
+    from synthetic_fleet.calibration import default_fleet
+
+    runs, _ = default_fleet()
+    runs = runs.with_columns(pl.when(pl.int_range(pl.len()) == 0).then(0.0).otherwise(pl.col("throughput_eps")).alias("throughput_eps"))
+    c = fit_correction(Fleet.from_runs(runs, hw), hw)
+    assert c.active and c.n_runs < runs.height
