@@ -55,10 +55,11 @@ def _build_and_swap(home: DataHome, tables: list[str], target: Path, building: P
             for table in tables:
                 c = contract(table)
                 con.execute(view_sql(home, table))
-                con.execute(f"COMMENT ON VIEW {_ident(table)} IS {quote_literal(c.description)}")
+                con.execute(sql_text("views/comment_view.sql").format(view=_ident(table), text=quote_literal(c.description)))
                 for col in c.columns:
                     doc = col.description + (f" [{col.unit}]" if col.unit else "")
-                    con.execute(f"COMMENT ON COLUMN {_ident(table)}.{_ident(col.name)} IS {quote_literal(doc)}")
+                    con.execute(sql_text("views/comment_column.sql").format(view=_ident(table), column=_ident(col.name),
+                                                                              text=quote_literal(doc)))
                 counts[table] = con.execute(f"SELECT count(*) FROM {_ident(table)}").fetchone()[0]
             con.execute("CHECKPOINT")
         finally:

@@ -213,12 +213,11 @@ COUNTERFACTUAL = {
 def _counterfactual_throughput(frame: pl.DataFrame, bottleneck: np.ndarray, hw: HardwareCatalog, coef: Coefficients) -> np.ndarray:
     """Throughput with the bottleneck relieved as COUNTERFACTUAL says (one model evaluation per kind)."""
     out = np.full(frame.height, np.nan)
-    fast_nic = HardwareCatalog(platforms={k: replace(v, nic_gb_per_s=max(v.nic_gb_per_s or 0, 12.5)) for k, v in hw.platforms.items()},
-                               hbm_reserve=hw.hbm_reserve, dram_reserve=hw.dram_reserve,
-                               remote_ps_platform=hw.remote_ps_platform, remote_ps_max_servers=hw.remote_ps_max_servers)
-    nvlink = HardwareCatalog(platforms={k: replace(v, gpu_link_gb_per_s=max(v.gpu_link_gb_per_s or 0, 150)) for k, v in hw.platforms.items()},
-                             hbm_reserve=hw.hbm_reserve, dram_reserve=hw.dram_reserve,
-                             remote_ps_platform=hw.remote_ps_platform, remote_ps_max_servers=hw.remote_ps_max_servers)
+    def upgraded(**field: float) -> HardwareCatalog:
+        (name, floor), = field.items()
+        return replace(hw, platforms={k: replace(v, **{name: max(getattr(v, name) or 0, floor)}) for k, v in hw.platforms.items()})
+
+    fast_nic, nvlink = upgraded(nic_gb_per_s=12.5), upgraded(gpu_link_gb_per_s=150)
     variants = {
         "mlp_compute": (frame, hw, replace(coef, eta_c_gpu=coef.eta_c_gpu * 4, eta_c_cpu=coef.eta_c_cpu * 4)),
         "kernel_overhead": (frame, hw, replace(coef, gpu_table_overhead_s=coef.gpu_table_overhead_s / 8)),
