@@ -138,7 +138,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     import polars as pl
 
     from pipelines.lib import adapters
-    from pipelines.lib.catalog import publish_catalog
+    from pipelines.lib.warehouse import publish_catalog
     from pipelines.lib.ingest import ingest_partition, landing_days
     from synthetic_fleet.catalog import load_hardware
 

@@ -3,7 +3,7 @@
 import duckdb
 
 from pipelines.lib import lake
-from pipelines.lib.catalog import publish_catalog
+from pipelines.lib.warehouse import publish_catalog
 from pipelines.lib.ingest import ingest_partition
 from tests.conftest import DAY
 

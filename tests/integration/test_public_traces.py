@@ -9,7 +9,7 @@ import pytest
 
 from pipelines.defs.resources import FleetHome
 from pipelines.lib import adapters, lake
-from pipelines.lib.catalog import publish_catalog
+from pipelines.lib.warehouse import publish_catalog
 from pipelines.lib.ingest import ingest_partition
 from pipelines.lib.paths import PROJECT_ROOT
 from pipelines.lib.sqlfiles import sql_text

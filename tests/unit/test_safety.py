@@ -6,7 +6,7 @@ import duckdb
 import polars as pl
 import pytest
 
-from pipelines.lib.catalog import publish_catalog
+from pipelines.lib.warehouse import publish_catalog
 from pipelines.lib.ingest import ingest_day, ingest_partition
 from synthetic_fleet.catalog import CatalogError, load_hardware
 from tests.conftest import DAY

@@ -5,7 +5,7 @@ import dagster as dg
 from dashboards.report import write_report
 from pipelines.defs.metadata import OWNERS
 from pipelines.defs.resources import FleetHome
-from pipelines.lib.catalog import publish_catalog
+from pipelines.lib.warehouse import publish_catalog
 from pipelines.lib.contracts import contracts
 
 ALL_TABLES = sorted(contracts())
