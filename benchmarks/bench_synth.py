@@ -39,26 +39,42 @@ def run_ours(days: int, runs_per_day: int, out: Path) -> dict:
     hw, models = load_hardware(), load_models()
     counted = {"samples": 0}
     start = time.perf_counter()
-    write_fleet([str(FIRST_DAY + dt.timedelta(days=i)) for i in range(days)], runs_per_day, 7, hw, models, out,
-                fmt="parquet", on_day=lambda fleet, _: counted.__setitem__("samples", counted["samples"] + fleet.samples.height))
+    write_fleet(
+        [str(FIRST_DAY + dt.timedelta(days=i)) for i in range(days)],
+        runs_per_day,
+        7,
+        hw,
+        models,
+        out,
+        fmt="parquet",
+        on_day=lambda fleet, _: counted.__setitem__("samples", counted["samples"] + fleet.samples.height),
+    )
     return {"seconds": time.perf_counter() - start, "samples": counted["samples"]}
 
 
 def run_baseline(days: int, runs_per_day: int, out: Path) -> dict:
     """The same samples, generated first (not timed), then written from memory in one go (timed)."""
     import polars as pl
+    import pyarrow.parquet as pq
 
     from synthetic_fleet.catalog import load_hardware, load_models
     from synthetic_fleet.sampler import sample_day
 
-    import pyarrow.parquet as pq
-
     hw, models = load_hardware(), load_models()
-    table = pl.concat([sample_day(str(FIRST_DAY + dt.timedelta(days=i)), runs_per_day, 7, hw, models).samples for i in range(days)])
+    table = pl.concat(
+        [
+            sample_day(str(FIRST_DAY + dt.timedelta(days=i)), runs_per_day, 7, hw, models).samples
+            for i in range(days)
+        ]
+    )
     arrow = table.to_arrow()
     start = time.perf_counter()
     pq.write_table(arrow, out / "all.parquet", compression="zstd")
-    return {"seconds": time.perf_counter() - start, "samples": table.height, "table_mb": table.estimated_size() / 1e6}
+    return {
+        "seconds": time.perf_counter() - start,
+        "samples": table.height,
+        "table_mb": table.estimated_size() / 1e6,
+    }
 
 
 def child(mode: str, days: int, runs_per_day: int) -> None:
@@ -69,8 +85,12 @@ def child(mode: str, days: int, runs_per_day: int) -> None:
 
 
 def measure(mode: str, days: int, runs_per_day: int) -> dict:
-    p = subprocess.run([sys.executable, __file__, "--child", mode, "--days", str(days), "--runs-per-day", str(runs_per_day)],
-                       capture_output=True, text=True, check=True)
+    p = subprocess.run(
+        [sys.executable, __file__, "--child", mode, "--days", str(days), "--runs-per-day", str(runs_per_day)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
@@ -91,16 +111,25 @@ def main() -> int:
     for i in range(args.repeats):
         ours.append(measure("ours", days, args.runs_per_day))
         base.append(measure("baseline", days, args.runs_per_day))
-        print(f"repeat {i + 1}: ours {ours[-1]['seconds']:.2f} s, pyarrow write from memory {base[-1]['seconds']:.2f} s "
-              f"({ours[-1]['samples']:,} samples)", flush=True)
+        print(
+            f"repeat {i + 1}: ours {ours[-1]['seconds']:.2f} s, pyarrow write from memory {base[-1]['seconds']:.2f} s "
+            f"({ours[-1]['samples']:,} samples)",
+            flush=True,
+        )
     one_day = measure("ours", 1, args.runs_per_day)
     ratio = statistics.median(o["seconds"] for o in ours) / statistics.median(b["seconds"] for b in base)
-    print(f"\nfleet: {days} days x {args.runs_per_day} runs = {ours[0]['samples']:,} samples "
-          f"({base[0]['table_mb']:.0f} MB in memory)")
-    print(f"median: ours {statistics.median(o['seconds'] for o in ours):.2f} s, "
-          f"baseline {statistics.median(b['seconds'] for b in base):.2f} s  ->  ratio {ratio:.2f}x (target <= {args.target}x)")
-    print(f"peak RSS: ours {statistics.median(o['peak_rss_mb'] for o in ours):.0f} MB for {days} days "
-          f"(one day alone: {one_day['peak_rss_mb']:.0f} MB); baseline {statistics.median(b['peak_rss_mb'] for b in base):.0f} MB")
+    print(
+        f"\nfleet: {days} days x {args.runs_per_day} runs = {ours[0]['samples']:,} samples "
+        f"({base[0]['table_mb']:.0f} MB in memory)"
+    )
+    print(
+        f"median: ours {statistics.median(o['seconds'] for o in ours):.2f} s, "
+        f"baseline {statistics.median(b['seconds'] for b in base):.2f} s  ->  ratio {ratio:.2f}x (target <= {args.target}x)"
+    )
+    print(
+        f"peak RSS: ours {statistics.median(o['peak_rss_mb'] for o in ours):.0f} MB for {days} days "
+        f"(one day alone: {one_day['peak_rss_mb']:.0f} MB); baseline {statistics.median(b['peak_rss_mb'] for b in base):.0f} MB"
+    )
     return 0 if ratio <= args.target else 1
 
 

@@ -63,11 +63,13 @@ def model_views() -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     from synthetic_fleet.model import DEFAULT
 
     hw, models = load_hardware(), load_models()
-    grid = {"dense features": ("dense", (64, 128, 256, 512, 1024, 2048, 4096)),
-            "sparse features": ("sparse", (4, 8, 16, 32, 64, 128)),
-            "batch size": ("batch", (50, 200, 800, 3200, 12800, 51200)),
-            "rows per table": ("hash_size", (100_000, 1_000_000, 10_000_000, 25_000_000)),
-            "MLP width": ("width", (16, 64, 256, 1024, 2048))}
+    grid = {
+        "dense features": ("dense", (64, 128, 256, 512, 1024, 2048, 4096)),
+        "sparse features": ("sparse", (4, 8, 16, 32, 64, 128)),
+        "batch size": ("batch", (50, 200, 800, 3200, 12800, 51200)),
+        "rows per table": ("hash_size", (100_000, 1_000_000, 10_000_000, 25_000_000)),
+        "MLP width": ("width", (16, 64, 256, 1024, 2048)),
+    }
     rows, meta = [], []
     for label, (key, values) in grid.items():
         for v in values:
@@ -79,20 +81,42 @@ def model_views() -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
                     rows[-1]["placement"] = "system_memory"
                 meta.append((label, float(v)))
     p = predict(rows, hw, DEFAULT).select("platform", "throughput_eps", "bottleneck")
-    sweeps = p.with_columns(pl.Series("field", [m[0] for m in meta]), pl.Series("value", [m[1] for m in meta]))
-    prow = [system(models[m], p_, pl_, n_sparse_ps=(models[m].cpu_baseline or {}).get("n_sparse_ps", 4) if pl_ == "remote_ps" else 0)
-            for m in ("M1prod", "M2prod", "M3prod") for p_ in ("big_basin", "zion")
-            for pl_ in ("gpu_hbm", "system_memory", "hybrid", "remote_ps")]
-    placements = predict(prow, hw, DEFAULT).select("model_name", "platform", "placement", "throughput_eps", "bottleneck", "fits")
+    sweeps = p.with_columns(
+        pl.Series("field", [m[0] for m in meta]), pl.Series("value", [m[1] for m in meta])
+    )
+    prow = [
+        system(
+            models[m],
+            p_,
+            pl_,
+            n_sparse_ps=(models[m].cpu_baseline or {}).get("n_sparse_ps", 4) if pl_ == "remote_ps" else 0,
+        )
+        for m in ("M1prod", "M2prod", "M3prod")
+        for p_ in ("big_basin", "zion")
+        for pl_ in ("gpu_hbm", "system_memory", "hybrid", "remote_ps")
+    ]
+    placements = predict(prow, hw, DEFAULT).select(
+        "model_name", "platform", "placement", "throughput_eps", "bottleneck", "fits"
+    )
     results = evaluate(DEFAULT, hw, models)
     targets = load_targets()
-    cal = pl.DataFrame([{
-        "id": r.id, "label": f"{r.id} {r.description[:48]}", "status": "PASS" if r.passed else "FAIL", "expected": r.expected,
-        "value_text": r.value, "target": targets[r.id].get("value"),
-        "low": targets[r.id]["value"] - targets[r.id]["tol"] if "value" in targets[r.id] else None,
-        "high": targets[r.id]["value"] + targets[r.id]["tol"] if "value" in targets[r.id] else None,
-        "model": float(r.value) if "value" in targets[r.id] else None} for r in results],
-        schema_overrides={"target": pl.Float64, "low": pl.Float64, "high": pl.Float64, "model": pl.Float64})
+    cal = pl.DataFrame(
+        [
+            {
+                "id": r.id,
+                "label": f"{r.id} {r.description[:48]}",
+                "status": "PASS" if r.passed else "FAIL",
+                "expected": r.expected,
+                "value_text": r.value,
+                "target": targets[r.id].get("value"),
+                "low": targets[r.id]["value"] - targets[r.id]["tol"] if "value" in targets[r.id] else None,
+                "high": targets[r.id]["value"] + targets[r.id]["tol"] if "value" in targets[r.id] else None,
+                "model": float(r.value) if "value" in targets[r.id] else None,
+            }
+            for r in results
+        ],
+        schema_overrides={"target": pl.Float64, "low": pl.Float64, "high": pl.Float64, "model": pl.Float64},
+    )
     return sweeps, placements, cal
 
 
@@ -105,26 +129,57 @@ def gather(home: DataHome, first: str | None = None, last: str | None = None) ->
     stats = _between(lake.read_table(home, "run_role_stats"), first, last)
     recs = lake.read_table(home, "recommendations")
     tvp = lake.read_table(home, "trainer_vs_ps")
-    daily = (runs.group_by("day", pl.col("model_name").fill_null("(unknown)"))
-             .agg(pl.len().alias("runs"), pl.col("throughput_eps").median().alias("median_throughput_eps"))
-             .join(ledger.group_by("day").agg(pl.col("rows_quarantined").sum()), on="day", how="left")
-             .with_columns(pl.col("rows_quarantined").fill_null(0)).sort("day"))
-    cpu_means = (stats.filter((pl.col("resource") == "cpu") & pl.col("role").is_in(["trainer", "sparse_ps"]))
-                 .group_by("run_id").agg(pl.col("mean_util").filter(pl.col("role") == "trainer").first().alias("trainer_cpu"),
-                                         pl.col("mean_util").filter(pl.col("role") == "sparse_ps").first().alias("ps_cpu")))
-    explorer = (runs.sort("start_ts", descending=True, nulls_last=True).head(RUN_EXPLORER_MAX)
-                .join(cpu_means, on="run_id").filter(pl.col("ps_cpu").is_not_null())
-                .select("run_id", "model_name", "platform", "n_trainers", "n_sparse_ps", "throughput_eps", "trainer_cpu", "ps_cpu")
-                .with_columns(pl.format("{}  {}  {} trainers / {} PS  {} ex/s", "run_id", "model_name", "n_trainers", "n_sparse_ps",
-                                        pl.col("throughput_eps").round(0).cast(pl.Int64)).alias("line")))
+    daily = (
+        runs.group_by("day", pl.col("model_name").fill_null("(unknown)"))
+        .agg(pl.len().alias("runs"), pl.col("throughput_eps").median().alias("median_throughput_eps"))
+        .join(ledger.group_by("day").agg(pl.col("rows_quarantined").sum()), on="day", how="left")
+        .with_columns(pl.col("rows_quarantined").fill_null(0))
+        .sort("day")
+    )
+    cpu_means = (
+        stats.filter((pl.col("resource") == "cpu") & pl.col("role").is_in(["trainer", "sparse_ps"]))
+        .group_by("run_id")
+        .agg(
+            pl.col("mean_util").filter(pl.col("role") == "trainer").first().alias("trainer_cpu"),
+            pl.col("mean_util").filter(pl.col("role") == "sparse_ps").first().alias("ps_cpu"),
+        )
+    )
+    explorer = (
+        runs.sort("start_ts", descending=True, nulls_last=True)
+        .head(RUN_EXPLORER_MAX)
+        .join(cpu_means, on="run_id")
+        .filter(pl.col("ps_cpu").is_not_null())
+        .select(
+            "run_id",
+            "model_name",
+            "platform",
+            "n_trainers",
+            "n_sparse_ps",
+            "throughput_eps",
+            "trainer_cpu",
+            "ps_cpu",
+        )
+        .with_columns(
+            pl.format(
+                "{}  {}  {} trainers / {} PS  {} ex/s",
+                "run_id",
+                "model_name",
+                "n_trainers",
+                "n_sparse_ps",
+                pl.col("throughput_eps").round(0).cast(pl.Int64),
+            ).alias("line")
+        )
+    )
     sweeps, placements, cal = model_views()
     days = sorted(runs["day"].unique().to_list()) if runs.height else []
     last_ingest = ledger["ingested_at"].max() if ledger.height else None
     header = {
         "fleet": f"{runs.height:,} runs, {int(ledger.filter(pl.col('table_name') == 'utilisation_samples')['rows_accepted'].sum()):,} samples, "
-                 f"{int(ledger['rows_quarantined'].sum()) if ledger.height else 0:,} rows quarantined",
+        f"{int(ledger['rows_quarantined'].sum()) if ledger.height else 0:,} rows quarantined",
         "date range": f"{days[0]} .. {days[-1]} ({len(days)} days)" if days else "no data",
-        "data freshness": f"last ingest {last_ingest:%Y-%m-%d %H:%M} UTC" if last_ingest else "never ingested",
+        "data freshness": f"last ingest {last_ingest:%Y-%m-%d %H:%M} UTC"
+        if last_ingest
+        else "never ingested",
         "platforms": ", ".join(sorted(set(runs["platform"].drop_nulls().to_list()))) or "-",
     }
     return ReportInputs(dist, hist, recs, tvp, daily, explorer, sweeps, placements, cal, header)
@@ -152,8 +207,12 @@ def build_charts(inputs: ReportInputs) -> dict[str, alt.TopLevelMixin]:
 
 def _table(frame: pl.DataFrame, columns: list[str]) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(f'{v:,.3g}' if isinstance(v, float) else str(v))}</td>" for v in rec) + "</tr>"
-                   for rec in frame.select(columns).iter_rows())  # small aggregated tables
+    body = "".join(
+        "<tr>"
+        + "".join(f"<td>{html.escape(f'{v:,.3g}' if isinstance(v, float) else str(v))}</td>" for v in rec)
+        + "</tr>"
+        for rec in frame.select(columns).iter_rows()
+    )  # small aggregated tables
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -166,17 +225,25 @@ def _cards(recs: pl.DataFrame) -> str:
         cards.append(
             f'<div class="card"><h3>{html.escape(r["model_name"])} &middot; {html.escape(r["objective"].replace("_", " "))}</h3>'
             f'<p class="choice">{html.escape(r["platform"])} / {html.escape(r["placement"])}</p>'
-            f'<p>{r["p50_throughput_eps"]:,.0f} examples/s (P10-P90 {r["p10_throughput_eps"]:,.0f}-{r["p90_throughput_eps"]:,.0f}), '
-            f'{r["eps_per_w"]:.1f} examples/s/W</p><p><b>Bottleneck:</b> {html.escape(r["bottleneck"] or "-")}</p>'
+            f"<p>{r['p50_throughput_eps']:,.0f} examples/s (P10-P90 {r['p10_throughput_eps']:,.0f}-{r['p90_throughput_eps']:,.0f}), "
+            f"{r['eps_per_w']:.1f} examples/s/W</p><p><b>Bottleneck:</b> {html.escape(r['bottleneck'] or '-')}</p>"
             f'<p class="why">{html.escape(r["explanation"])}</p><p class="note">{html.escape(r["basis"])}'
-            + (f"; held-out error {r['cv_mdape']:.1%}" if r["cv_mdape"] is not None else "") + "</p></div>")
+            + (f"; held-out error {r['cv_mdape']:.1%}" if r["cv_mdape"] is not None else "")
+            + "</p></div>"
+        )
     return '<div class="cards">' + "".join(cards) + "</div>"
 
 
 SECTIONS = (
-    ("recommendation cards", None), ("hardware_fit", "Hardware fit"), ("trainer_vs_ps", "Trainers vs parameter servers"),
-    ("server_counts", "Servers per run"), ("run_explorer", "Runs"), ("fleet_trends", "Fleet over days"),
-    ("whatif_sweeps", "What-if sweeps"), ("placements", "Placements"), ("calibration", "Calibration"),
+    ("recommendation cards", None),
+    ("hardware_fit", "Hardware fit"),
+    ("trainer_vs_ps", "Trainers vs parameter servers"),
+    ("server_counts", "Servers per run"),
+    ("run_explorer", "Runs"),
+    ("fleet_trends", "Fleet over days"),
+    ("whatif_sweeps", "What-if sweeps"),
+    ("placements", "Placements"),
+    ("calibration", "Calibration"),
 )
 
 
@@ -192,18 +259,29 @@ def render_html(inputs: ReportInputs, specs: dict[str, dict], files: dict[str, t
         if key not in specs:
             continue
         png, svg = files[key]
-        blocks.append(f'<h2>{html.escape(title)}</h2><div class="chart" id="chart-{key}"></div>'
-                      f'<p class="files">Also as <a href="{html.escape(png)}">PNG</a> and <a href="{html.escape(svg)}">SVG</a>.</p>')
+        blocks.append(
+            f'<h2>{html.escape(title)}</h2><div class="chart" id="chart-{key}"></div>'
+            f'<p class="files">Also as <a href="{html.escape(png)}">PNG</a> and <a href="{html.escape(svg)}">SVG</a>.</p>'
+        )
         if key == "calibration":
             blocks.append(_table(inputs.calibration, ["id", "status", "expected", "value_text"]))
-        calls.append(f"vegaEmbed('#chart-{key}', {json.dumps(specs[key])}, {{renderer: 'svg', actions: false}})"
-                     ".catch(function (e) { document.getElementById('chart-" + key + "').textContent = 'chart failed: ' + e; "
-                     "console.error(e); });")
+        calls.append(
+            f"vegaEmbed('#chart-{key}', {json.dumps(specs[key])}, {{renderer: 'svg', actions: false}})"
+            ".catch(function (e) { document.getElementById('chart-"
+            + key
+            + "').textContent = 'chart failed: ' + e; "
+            "console.error(e); });"
+        )
     bundle = vl_convert.javascript_bundle()
     return TEMPLATE.read_text(encoding="utf-8").format(
-        header="".join(f"<li><b>{html.escape(k)}</b>: {html.escape(v)}</li>" for k, v in inputs.header.items()),
-        generated=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        body="\n".join(blocks), bundle=bundle.replace("</script", "<\\/script"), calls="\n".join(calls))
+        header="".join(
+            f"<li><b>{html.escape(k)}</b>: {html.escape(v)}</li>" for k, v in inputs.header.items()
+        ),
+        generated=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        body="\n".join(blocks),
+        bundle=bundle.replace("</script", "<\\/script"),
+        calls="\n".join(calls),
+    )
 
 
 def _atomic_write(path: Path, data: bytes | str) -> None:
@@ -213,7 +291,9 @@ def _atomic_write(path: Path, data: bytes | str) -> None:
     os.replace(tmp, path)
 
 
-def write_report(home: DataHome, out_dir: Path, first: str | None = None, last: str | None = None) -> ReportArtifacts:
+def write_report(
+    home: DataHome, out_dir: Path, first: str | None = None, last: str | None = None
+) -> ReportArtifacts:
     """Build the report into ``out_dir``: fleet_report.html and charts/<name>.png|.svg."""
     import vl_convert
 

@@ -29,7 +29,7 @@ def _days(start: str | None, n: int) -> list[str]:
         except ValueError:
             raise SystemExit(f"fleet: --start {start!r} is not a date YYYY-MM-DD") from None
     else:
-        first = dt.datetime.now(dt.timezone.utc).date() - dt.timedelta(days=n)
+        first = dt.datetime.now(dt.UTC).date() - dt.timedelta(days=n)
     return [(first + dt.timedelta(days=i)).isoformat() for i in range(n)]
 
 
@@ -44,8 +44,16 @@ def _span(first: str, last: str) -> list[str]:
     return [(a + dt.timedelta(days=i)).isoformat() for i in range((b - a).days + 1)]
 
 
-def synthesize(out: Path, days: list[str], runs_per_day: int, seed: int, fmt: str, source: str = "synthetic",
-               gzip_level: int | None = None, quiet: bool = False) -> dict:
+def synthesize(
+    out: Path,
+    days: list[str],
+    runs_per_day: int,
+    seed: int,
+    fmt: str,
+    source: str = "synthetic",
+    gzip_level: int | None = None,
+    quiet: bool = False,
+) -> dict:
     """Write a synthetic fleet into landing folder ``out``; returns counts."""
     from synthetic_fleet.catalog import load_hardware, load_models
     from synthetic_fleet.writers import write_fleet
@@ -61,19 +69,32 @@ def synthesize(out: Path, days: list[str], runs_per_day: int, seed: int, fmt: st
         totals["files"] += [str(p) for p in paths]
         if not quiet:
             i = len(totals["files"]) // 2
-            print(f"  [{i}/{len(days)}] {fleet.day}: {fleet.runs.height} runs, {fleet.samples.height:,} samples "
-                  f"({time.perf_counter() - clock[0]:.1f} s)", flush=True)
+            print(
+                f"  [{i}/{len(days)}] {fleet.day}: {fleet.runs.height} runs, {fleet.samples.height:,} samples "
+                f"({time.perf_counter() - clock[0]:.1f} s)",
+                flush=True,
+            )
         clock[0] = time.perf_counter()
 
-    write_fleet(days, runs_per_day, seed, hw, models, out, source=source, fmt=fmt, gzip_level=gzip_level, on_day=done)
+    write_fleet(
+        days, runs_per_day, seed, hw, models, out, source=source, fmt=fmt, gzip_level=gzip_level, on_day=done
+    )
     return totals
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
     days = _days(args.start, args.days)
     out = Path(args.out).resolve() if args.out else DataHome.resolve().landing
-    totals = synthesize(out, days, args.runs_per_day, args.seed, args.format, args.source,
-                        gzip_level=6 if args.gzip else None, quiet=args.json)
+    totals = synthesize(
+        out,
+        days,
+        args.runs_per_day,
+        args.seed,
+        args.format,
+        args.source,
+        gzip_level=6 if args.gzip else None,
+        quiet=args.json,
+    )
     if args.json:
         print(json.dumps(totals, indent=2))
     else:
@@ -107,14 +128,19 @@ def cmd_run(args: argparse.Namespace, days: list[str] | None = None) -> int:
         if args.date_from:
             days = _span(args.date_from, args.date_to or args.date_from)
     if not days:
-        print(f"fleet: no landing days under {home.landing}; run `fleet synth` or deliver files first", file=sys.stderr)
+        print(
+            f"fleet: no landing days under {home.landing}; run `fleet synth` or deliver files first",
+            file=sys.stderr,
+        )
         return 2
     print(f"materialising {len(days)} day(s) into {home.root}", flush=True)
     result = run_pipeline(home, days, progress=lambda m: print(m, flush=True))
     summary = _summary(home)
     print(f"\nreport:  {home.report_path}\ncatalog: {home.catalog_path}")
-    print(f"runs {summary['runs']:,} · samples {summary['samples']:,} · quarantined rows {summary['rows_quarantined']:,}"
-          f" · landing files {summary['landing_files']} · wall time {result.seconds:.1f} s")
+    print(
+        f"runs {summary['runs']:,} · samples {summary['samples']:,} · quarantined rows {summary['rows_quarantined']:,}"
+        f" · landing files {summary['landing_files']} · wall time {result.seconds:.1f} s"
+    )
     return 0
 
 
@@ -138,8 +164,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     import polars as pl
 
     from pipelines.lib import adapters
-    from pipelines.lib.warehouse import publish_catalog
     from pipelines.lib.ingest import ingest_partition, landing_days
+    from pipelines.lib.warehouse import publish_catalog
     from synthetic_fleet.catalog import load_hardware
 
     home = DataHome.resolve(args.home)
@@ -150,18 +176,27 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     try:
         if args.source in ("pai", "mlperf"):
             if path is None:
-                print(f"fleet: --source {args.source} needs the folder of the public data (e.g. ../shared/realdata/...)", file=sys.stderr)
+                print(
+                    f"fleet: --source {args.source} needs the folder of the public data (e.g. ../shared/realdata/...)",
+                    file=sys.stderr,
+                )
                 return 2
             adapted = (adapters.adapt_pai if args.source == "pai" else adapters.adapt_mlperf)(path)
             days = adapters.deliver(adapted, home)
-            print(f"{args.source}: {adapted.n_runs:,} runs over {len(days)} days; {len(adapted.platforms)} platforms "
-                  f"registered in {home.user_catalog_dir / 'hardware.yaml'}")
+            print(
+                f"{args.source}: {adapted.n_runs:,} runs over {len(days)} days; {len(adapted.platforms)} platforms "
+                f"registered in {home.user_catalog_dir / 'hardware.yaml'}"
+            )
             for note in adapted.notes:
                 print(f"  {note}")
         elif path is not None:
             days = _deliver_tree(path, home)
         else:
-            days = _span(args.date_from, args.date_to or args.date_from) if args.date_from else landing_days(home)
+            days = (
+                _span(args.date_from, args.date_to or args.date_from)
+                if args.date_from
+                else landing_days(home)
+            )
         if not days:
             print(f"fleet: no landing days under {home.landing}", file=sys.stderr)
             return 2
@@ -175,19 +210,28 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                 blocked.append(day)
         publish_catalog(home)
     except OSError as exc:
-        print(f"fleet: cannot do the ingest: {exc.strerror or exc} ({exc.filename or home.root})", file=sys.stderr)
+        print(
+            f"fleet: cannot do the ingest: {exc.strerror or exc} ({exc.filename or home.root})",
+            file=sys.stderr,
+        )
         return 1
     ledger, quarantine = pl.concat(ledgers), pl.concat(quarantines)
-    by_reason = quarantine.group_by("reason_code").agg(pl.len().alias("entries")).sort("entries", descending=True)
-    print(f"ingested {len(days)} day(s): {ledger.height} files, {int(ledger['rows_in'].sum()):,} rows in, "
-          f"{int(ledger['rows_accepted'].sum()):,} accepted, {int(ledger['rows_quarantined'].sum()):,} quarantined")
+    by_reason = (
+        quarantine.group_by("reason_code").agg(pl.len().alias("entries")).sort("entries", descending=True)
+    )
+    print(
+        f"ingested {len(days)} day(s): {ledger.height} files, {int(ledger['rows_in'].sum()):,} rows in, "
+        f"{int(ledger['rows_accepted'].sum()):,} accepted, {int(ledger['rows_quarantined'].sum()):,} quarantined"
+    )
     for status, n in ledger.group_by("file_status").len().sort("file_status").iter_rows():
         print(f"  files {status}: {n}")
     for reason, n in by_reason.iter_rows():
         print(f"  quarantine entries {reason}: {n}")
     if blocked:
         print(f"  NOT promoted (a blocking check failed): {', '.join(blocked)}")
-    print(f"catalog: {home.catalog_path}  (quarantine: SELECT * FROM quarantine; files: SELECT * FROM ingest_ledger)")
+    print(
+        f"catalog: {home.catalog_path}  (quarantine: SELECT * FROM quarantine; files: SELECT * FROM ingest_ledger)"
+    )
     print("next: `fleet run` computes the analyses for these days")
     return 0
 
@@ -203,11 +247,22 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     results = evaluate(coef)
     failed = [r for r in results if not r.passed]
     if args.json:
-        print(json.dumps({"passed": not failed, "targets": [r.as_dict() for r in results],
-                          "coefficients": asdict(coef), "coefficient_targets": coefficient_docs()}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "passed": not failed,
+                    "targets": [r.as_dict() for r in results],
+                    "coefficients": asdict(coef),
+                    "coefficient_targets": coefficient_docs(),
+                },
+                indent=2,
+            )
+        )
     else:
         for r in results:
-            print(f"{'PASS' if r.passed else 'FAIL'}  {r.id:<4} {r.kind:<8} {r.description[:70]:<70}  want {r.expected}")
+            print(
+                f"{'PASS' if r.passed else 'FAIL'}  {r.id:<4} {r.kind:<8} {r.description[:70]:<70}  want {r.expected}"
+            )
             print(f"{'':16}model: {r.value}")
         if args.fit:
             print("\nfitted coefficients (copy into synthetic_fleet/model.py to adopt):")
@@ -227,7 +282,15 @@ def _fmt_num(v, unit: str = "") -> str:
 def cmd_whatif(args: argparse.Namespace) -> int:
     """The workload model's answer for one configuration, or a sweep of one field over platforms."""
     from synthetic_fleet.catalog import load_hardware, load_models
-    from synthetic_fleet.whatif import WhatIfError, ask, coerce, parse_setting, pick_model, pick_platforms, utilisation_table
+    from synthetic_fleet.whatif import (
+        WhatIfError,
+        ask,
+        coerce,
+        parse_setting,
+        pick_model,
+        pick_platforms,
+        utilisation_table,
+    )
 
     home = DataHome.resolve(args.home)
     try:
@@ -249,28 +312,53 @@ def cmd_whatif(args: argparse.Namespace) -> int:
         print(json.dumps(rows, indent=2, default=str))
         return 0
     if sweep or len(rows) > 1:
-        head = (f"{sweep[0] if sweep else '':>18} " if sweep else "") + f"{'platform':<10} {'placement':<14} {'fits':<22} {'examples/s':>11} {'ex/s/W':>7}  bottleneck"
-        print(f"{model.name}: " + (f"sweep of {sweep[0]}" if sweep else "every placement") + (f" with {settings}" if settings else ""))
+        head = (
+            f"{sweep[0] if sweep else '':>18} " if sweep else ""
+        ) + f"{'platform':<10} {'placement':<14} {'fits':<22} {'examples/s':>11} {'ex/s/W':>7}  bottleneck"
+        print(
+            f"{model.name}: "
+            + (f"sweep of {sweep[0]}" if sweep else "every placement")
+            + (f" with {settings}" if settings else "")
+        )
         print(head)
         for r in rows:
             fit = "yes" if r["fits"] else f"no, {r['tier']} short {r['shortfall_gb']:,.0f} GB"
             mark = " *" if r["default_placement"] else ""
-            print((f"{r['sweep_value']:>18} " if sweep else "") + f"{r['platform']:<10} {r['placement']:<14} {fit:<22} "
-                  f"{_fmt_num(r['throughput_eps']):>11} {_fmt_num(r['eps_per_w']):>7}  {r['bottleneck'] or '-'}{mark}")
+            print(
+                (f"{r['sweep_value']:>18} " if sweep else "")
+                + f"{r['platform']:<10} {r['placement']:<14} {fit:<22} "
+                f"{_fmt_num(r['throughput_eps']):>11} {_fmt_num(r['eps_per_w']):>7}  {r['bottleneck'] or '-'}{mark}"
+            )
         print("* best placement on that platform")
         return 0
     r = rows[0]
-    print(f"{model.name} on {r['platform']} with {r['placement']} (batch {r['batch_size']}, trainers {r['n_trainers']}, "
-          f"sparse PS {r['n_sparse_ps']}, dense PS {r['n_dense_ps']}, readers {r['n_readers']})")
-    print(f"  tables: {r['required_gb']:,.1f} GB in {r['tier']} of {r['capacity_gb']:,.1f} GB usable -> "
-          + (f"fits, headroom {r['headroom']:.0%}" if r["fits"] else f"DOES NOT FIT: short by {r['shortfall_gb']:,.1f} GB"))
+    print(
+        f"{model.name} on {r['platform']} with {r['placement']} (batch {r['batch_size']}, trainers {r['n_trainers']}, "
+        f"sparse PS {r['n_sparse_ps']}, dense PS {r['n_dense_ps']}, readers {r['n_readers']})"
+    )
+    print(
+        f"  tables: {r['required_gb']:,.1f} GB in {r['tier']} of {r['capacity_gb']:,.1f} GB usable -> "
+        + (
+            f"fits, headroom {r['headroom']:.0%}"
+            if r["fits"]
+            else f"DOES NOT FIT: short by {r['shortfall_gb']:,.1f} GB"
+        )
+    )
     if not r["fits"]:
         return 0
     print(f"  throughput: {_fmt_num(r['throughput_eps'])} examples/s; bottleneck: {r['bottleneck']}")
-    print(f"  power: {_fmt_num(r['power_w'], ' W')} drawn, {_fmt_num(r['provisioned_w'], ' W')} provisioned; "
-          f"{_fmt_num(r['eps_per_w'])} examples/s per provisioned W")
-    print("  per-iteration terms: " + ", ".join(f"{k[2:-2]} {r[k] * 1e3:.2f} ms" for k in (
-        "t_mlp_s", "t_embedding_s", "t_network_s", "t_overhead_s", "t_iteration_s") if r.get(k) is not None))
+    print(
+        f"  power: {_fmt_num(r['power_w'], ' W')} drawn, {_fmt_num(r['provisioned_w'], ' W')} provisioned; "
+        f"{_fmt_num(r['eps_per_w'])} examples/s per provisioned W"
+    )
+    print(
+        "  per-iteration terms: "
+        + ", ".join(
+            f"{k[2:-2]} {r[k] * 1e3:.2f} ms"
+            for k in ("t_mlp_s", "t_embedding_s", "t_network_s", "t_overhead_s", "t_iteration_s")
+            if r.get(k) is not None
+        )
+    )
     print("  mean utilisation:")
     for role, res in utilisation_table(r).items():
         print(f"    {role:<10} " + "  ".join(f"{k} {v:.0%}" for k, v in res.items()))
@@ -293,12 +381,32 @@ def _workload_from_config(path: Path) -> dict:
     unknown = sorted(set(data) - allowed)
     if unknown:
         raise WhatIfError(f"{path}: unknown field(s) {unknown}; valid: {', '.join(sorted(allowed))}")
-    required = [f for f in ("n_dense_features", "n_sparse_features", "embedding_dim", "embedding_gb", "mean_lookups_per_table",
-                            "bottom_mlp", "top_mlp", "interaction") if f not in data]
+    required = [
+        f
+        for f in (
+            "n_dense_features",
+            "n_sparse_features",
+            "embedding_dim",
+            "embedding_gb",
+            "mean_lookups_per_table",
+            "bottom_mlp",
+            "top_mlp",
+            "interaction",
+        )
+        if f not in data
+    ]
     if required:
         raise WhatIfError(f"{path}: missing field(s) {required}")
-    out = {k: (coerce("batch_size", str(v)) if k.startswith("batch") else v if k == "model_name" else coerce(k, str(v)))
-           for k, v in data.items()}
+    out = {
+        k: (
+            coerce("batch_size", str(v))
+            if k.startswith("batch")
+            else v
+            if k == "model_name"
+            else coerce(k, str(v))
+        )
+        for k, v in data.items()
+    }
     out.setdefault("n_tables", out["n_sparse_features"])
     out.setdefault("lookup_power_law_alpha", 1.1)
     out.setdefault("model_name", path.stem)
@@ -321,10 +429,15 @@ def _workload_from_run(runs, run_id: str) -> dict:
     row = hit.row(0, named=True)
     missing = [k for k in WORKLOAD_FIELDS if k != "model_name" and row.get(k) is None]
     if missing:
-        raise WhatIfError(f"run {run_id!r} does not record its workload ({', '.join(missing)} unknown); "
-                          "give it with --config or --set")
-    return {**{k: row[k] for k in WORKLOAD_FIELDS}, "batch_cpu": row["batch_size"] if row["platform"] == "cpu" else 512,
-            "batch_gpu": row["batch_size"] if row["platform"] != "cpu" else 4096}
+        raise WhatIfError(
+            f"run {run_id!r} does not record its workload ({', '.join(missing)} unknown); "
+            "give it with --config or --set"
+        )
+    return {
+        **{k: row[k] for k in WORKLOAD_FIELDS},
+        "batch_cpu": row["batch_size"] if row["platform"] == "cpu" else 512,
+        "batch_gpu": row["batch_size"] if row["platform"] != "cpu" else 4096,
+    }
 
 
 def cmd_recommend(args: argparse.Namespace) -> int:
@@ -332,7 +445,14 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     from pipelines.lib import lake
     from pipelines.lib.recommend import Fleet, fit_correction, observed, recommend, workload_of_model
     from synthetic_fleet.catalog import load_hardware, load_models
-    from synthetic_fleet.whatif import WhatIfError, apply_settings, coerce, parse_setting, pick_model, pick_platforms
+    from synthetic_fleet.whatif import (
+        WhatIfError,
+        apply_settings,
+        coerce,
+        parse_setting,
+        pick_model,
+        pick_platforms,
+    )
 
     home = DataHome.resolve(args.home)
     try:
@@ -341,7 +461,9 @@ def cmd_recommend(args: argparse.Namespace) -> int:
             raise WhatIfError("give exactly one of --model NAME, --config workload.yaml or --run RUN_ID")
         all_runs = lake.read_table(home, "runs")
         if args.model:
-            workload = workload_of_model(pick_model(load_models(home.user_catalog_dir / "models.yaml"), args.model))
+            workload = workload_of_model(
+                pick_model(load_models(home.user_catalog_dir / "models.yaml"), args.model)
+            )
         elif args.config:
             workload = _workload_from_config(Path(args.config))
         else:
@@ -358,23 +480,42 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         print(f"fleet recommend: {exc}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps({"workload": workload, "objective": args.objective, "correction": correction.note,
-                          "cv_mdape": correction.cv_mdape_corrected, "options": res.to_dicts()}, indent=2, default=str))
+        print(
+            json.dumps(
+                {
+                    "workload": workload,
+                    "objective": args.objective,
+                    "correction": correction.note,
+                    "cv_mdape": correction.cv_mdape_corrected,
+                    "options": res.to_dicts(),
+                },
+                indent=2,
+                default=str,
+            )
+        )
         return 0
     best = res.filter(res["recommended"])
     name = workload.get("model_name")
-    print(f"{name}: best {'throughput' if args.objective == 'throughput' else 'throughput per watt'}"
-          + (f" among {', '.join(platforms)}" if platforms else " across the catalog"))
+    print(
+        f"{name}: best {'throughput' if args.objective == 'throughput' else 'throughput per watt'}"
+        + (f" among {', '.join(platforms)}" if platforms else " across the catalog")
+    )
     if best.height:
         b = best.row(0, named=True)
-        print(f"  -> {b['platform']} / {b['placement']}: {b['p50_throughput_eps']:,.0f} examples/s "
-              f"(P10-P90 {b['p10_throughput_eps']:,.0f}-{b['p90_throughput_eps']:,.0f}), {b['eps_per_w']:.1f} examples/s/W")
+        print(
+            f"  -> {b['platform']} / {b['placement']}: {b['p50_throughput_eps']:,.0f} examples/s "
+            f"(P10-P90 {b['p10_throughput_eps']:,.0f}-{b['p90_throughput_eps']:,.0f}), {b['eps_per_w']:.1f} examples/s/W"
+        )
         print(f"     {b['explanation']}")
         if b["n_sparse_ps"] or b["n_dense_ps"]:
-            print(f"     servers: {b['n_trainers']} trainers, {b['n_sparse_ps']} sparse PS, {b['n_dense_ps']} dense PS, "
-                  f"{b['n_readers']} readers" + (f" ({b['count_flags']})" if b["count_flags"] else ""))
+            print(
+                f"     servers: {b['n_trainers']} trainers, {b['n_sparse_ps']} sparse PS, {b['n_dense_ps']} dense PS, "
+                f"{b['n_readers']} readers" + (f" ({b['count_flags']})" if b["count_flags"] else "")
+            )
         if b["observed_median_eps"] is not None:
-            print(f"     the fleet ran this {b['n_observed_runs']} times: median {b['observed_median_eps']:,.0f} examples/s")
+            print(
+                f"     the fleet ran this {b['n_observed_runs']} times: median {b['observed_median_eps']:,.0f} examples/s"
+            )
     else:
         print("  -> nothing in the catalog fits these tables")
     print("  other options:")
@@ -422,8 +563,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"fleet report: cannot write {out}: {exc.strerror or exc}", file=sys.stderr)
         return 1
-    print(f"report: {art.html}\ncharts: {len(art.pngs)} PNG and {len(art.svgs)} SVG in {art.html.parent / 'charts'} "
-          f"({time.perf_counter() - start:.1f} s)")
+    print(
+        f"report: {art.html}\ncharts: {len(art.pngs)} PNG and {len(art.svgs)} SVG in {art.html.parent / 'charts'} "
+        f"({time.perf_counter() - start:.1f} s)"
+    )
     return 0
 
 
@@ -432,11 +575,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
     home = DataHome.resolve(args.home)
     os.environ["FLEET_HOME"] = str(home.root)
     days = _days(None, args.days)
-    print(f"synthesising {args.days} days x {args.runs_per_day} runs (seed {args.seed}) into {home.landing}", flush=True)
+    print(
+        f"synthesising {args.days} days x {args.runs_per_day} runs (seed {args.seed}) into {home.landing}",
+        flush=True,
+    )
     synthesize(home.landing, days, args.runs_per_day, args.seed, "jsonl")
     code = cmd_run(args, days)
-    print(f"demo finished in {time.perf_counter() - start:.1f} s. Open the UI with `make ui` (or `fleet ui`); "
-          f"query with `duckdb -readonly {home.catalog_path}`.")
+    print(
+        f"demo finished in {time.perf_counter() - start:.1f} s. Open the UI with `make ui` (or `fleet ui`); "
+        f"query with `duckdb -readonly {home.catalog_path}`."
+    )
     return code
 
 
@@ -448,10 +596,19 @@ def cmd_ui(args: argparse.Namespace) -> int:
     os.environ["FLEET_HOME"] = str(home.root)
     ensure_instance(home)
     cmd = [str(Path(sys.executable).with_name("dagster")), "dev", "-h", args.host, "-p", str(args.port)]
-    print(f"Dagster UI on http://{args.host}:{args.port} (DAGSTER_HOME={os.environ['DAGSTER_HOME']})", flush=True)
+    print(
+        f"Dagster UI on http://{args.host}:{args.port} (DAGSTER_HOME={os.environ['DAGSTER_HOME']})",
+        flush=True,
+    )
     # A shell without job control starts us with SIGINT ignored; dagster dev would then ignore SIGTERM too.
-    proc = subprocess.Popen(cmd, cwd=PROJECT_ROOT,
-                            preexec_fn=lambda: (signal.signal(signal.SIGINT, signal.SIG_DFL), signal.signal(signal.SIGTERM, signal.SIG_DFL)))
+    proc = subprocess.Popen(
+        cmd,
+        cwd=PROJECT_ROOT,
+        preexec_fn=lambda: (
+            signal.signal(signal.SIGINT, signal.SIG_DFL),
+            signal.signal(signal.SIGTERM, signal.SIG_DFL),
+        ),
+    )
     try:
         return proc.wait()
     except KeyboardInterrupt:
@@ -460,7 +617,9 @@ def cmd_ui(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="fleet", description="Fleet telemetry analytics for recommendation-model training.")
+    p = argparse.ArgumentParser(
+        prog="fleet", description="Fleet telemetry analytics for recommendation-model training."
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
     d = sub.add_parser("demo", help="synthesise a fleet into the data home and materialise every asset")
@@ -472,7 +631,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("synth", help="write synthetic landing files (same seed and days, same bytes)")
     s.add_argument("--days", type=int, default=DEMO_DAYS)
-    s.add_argument("--start", help="first day YYYY-MM-DD (default: the --days days that ended yesterday, UTC)")
+    s.add_argument(
+        "--start", help="first day YYYY-MM-DD (default: the --days days that ended yesterday, UTC)"
+    )
     s.add_argument("--runs-per-day", type=int, default=DEMO_RUNS_PER_DAY)
     s.add_argument("--seed", type=int, default=DEMO_SEED)
     s.add_argument("--out", help="landing root (default <data home>/landing)")
@@ -482,30 +643,48 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print counts and file paths as JSON")
     s.set_defaults(func=cmd_synth)
 
-    r = sub.add_parser("run", help="materialise every asset for landing days; with --from/--to, a backfill of that range")
+    r = sub.add_parser(
+        "run", help="materialise every asset for landing days; with --from/--to, a backfill of that range"
+    )
     r.add_argument("--home")
-    r.add_argument("--from", dest="date_from", help="first day YYYY-MM-DD (default: every day found in landing/)")
+    r.add_argument(
+        "--from", dest="date_from", help="first day YYYY-MM-DD (default: every day found in landing/)"
+    )
     r.add_argument("--to", dest="date_to", help="last day YYYY-MM-DD (default: --from)")
     r.set_defaults(func=cmd_run)
 
-    i = sub.add_parser("ingest", help="ingest landing files (or deliver a folder, or adapt a public trace) with a summary")
-    i.add_argument("path", nargs="?", help="a folder in the landing layout <source>/<day>/<file>, or a public trace folder")
+    i = sub.add_parser(
+        "ingest", help="ingest landing files (or deliver a folder, or adapt a public trace) with a summary"
+    )
+    i.add_argument(
+        "path",
+        nargs="?",
+        help="a folder in the landing layout <source>/<day>/<file>, or a public trace folder",
+    )
     i.add_argument("--source", help="pai | mlperf: adapt that public trace found at PATH")
     i.add_argument("--home")
     i.add_argument("--from", dest="date_from", help="first landing day to (re)ingest YYYY-MM-DD")
     i.add_argument("--to", dest="date_to", help="last landing day YYYY-MM-DD")
     i.set_defaults(func=cmd_ingest)
 
-    c = sub.add_parser("calibrate", help="print every calibration target with the model's value and PASS/FAIL")
+    c = sub.add_parser(
+        "calibrate", help="print every calibration target with the model's value and PASS/FAIL"
+    )
     c.add_argument("--json", action="store_true")
-    c.add_argument("--fit", action="store_true", help="re-fit the coefficients of the exact targets first and show them")
+    c.add_argument(
+        "--fit", action="store_true", help="re-fit the coefficients of the exact targets first and show them"
+    )
     c.set_defaults(func=cmd_calibrate)
 
     w = sub.add_parser("whatif", help="ask the workload model about a configuration or a sweep")
     w.add_argument("--model", required=True, help="a model of the catalog, e.g. M1prod")
     w.add_argument("--platform", required=True, help="platform key(s), comma-separated: cpu,big_basin,zion")
-    w.add_argument("--placement", help="gpu_hbm | system_memory | remote_ps | hybrid (default: every placement)")
-    w.add_argument("--set", action="append", metavar="FIELD=VALUE", help="override a workload or system field")
+    w.add_argument(
+        "--placement", help="gpu_hbm | system_memory | remote_ps | hybrid (default: every placement)"
+    )
+    w.add_argument(
+        "--set", action="append", metavar="FIELD=VALUE", help="override a workload or system field"
+    )
     w.add_argument("--sweep", metavar="FIELD=V1,V2,...", help="sweep one field")
     w.add_argument("--home")
     w.add_argument("--json", action="store_true")

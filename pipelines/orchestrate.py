@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import dagster as dg
 
@@ -50,8 +50,13 @@ def _graph(home: DataHome) -> tuple[list, dict, list[dg.AssetKey], list[dg.Asset
     return assets, {"fleet": FleetHome(home=str(home.root))}, daily, merged
 
 
-def run_pipeline(home: DataHome, days: Sequence[str], *, instance: dg.DagsterInstance | None = None,
-                 progress: Callable[[str], None] = print) -> PipelineRun:
+def run_pipeline(
+    home: DataHome,
+    days: Sequence[str],
+    *,
+    instance: dg.DagsterInstance | None = None,
+    progress: Callable[[str], None] = print,
+) -> PipelineRun:
     """Materialise every daily asset for each day, then every unpartitioned asset once."""
     start = time.perf_counter()
     instance = instance or ensure_instance(home)
@@ -60,13 +65,26 @@ def run_pipeline(home: DataHome, days: Sequence[str], *, instance: dg.DagsterIns
     quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
     for i, day in enumerate(days, 1):
         t = time.perf_counter()
-        res = dg.materialize(assets, selection=daily, partition_key=day, instance=instance, resources=resources,
-                             tags={"fleet/trigger": "cli"}, run_config=quiet)
+        res = dg.materialize(
+            assets,
+            selection=daily,
+            partition_key=day,
+            instance=instance,
+            resources=resources,
+            tags={"fleet/trigger": "cli"},
+            run_config=quiet,
+        )
         run_ids.append(res.run_id)
         progress(f"  [{i}/{len(days)}] {day}: raw -> core -> out partials ({time.perf_counter() - t:.1f} s)")
     t = time.perf_counter()
-    res = dg.materialize(assets, selection=merged, instance=instance, resources=resources, tags={"fleet/trigger": "cli"},
-                         run_config=quiet)
+    res = dg.materialize(
+        assets,
+        selection=merged,
+        instance=instance,
+        resources=resources,
+        tags={"fleet/trigger": "cli"},
+        run_config=quiet,
+    )
     run_ids.append(res.run_id)
     progress(f"  merged analyses, analyst catalog, report ({time.perf_counter() - t:.1f} s)")
     return PipelineRun(days=list(days), seconds=time.perf_counter() - start, run_ids=run_ids)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 
@@ -12,16 +13,35 @@ CATALOG_DIR = Path(__file__).resolve().parent / "catalog"
 PLACEMENTS = ("gpu_hbm", "system_memory", "remote_ps", "hybrid")
 
 PLATFORM_FIELDS = (
-    "sockets", "cores", "cpu_fp32_tflops", "dram_gb", "dram_bw_gb_per_s", "gpus", "hbm_gb_per_gpu",
-    "hbm_bw_gb_per_s_per_gpu", "gpu_fp32_tflops", "gpu_link_gb_per_s", "pcie_gb_per_s", "nic_gb_per_s",
-    "idle_w", "peak_w",
+    "sockets",
+    "cores",
+    "cpu_fp32_tflops",
+    "dram_gb",
+    "dram_bw_gb_per_s",
+    "gpus",
+    "hbm_gb_per_gpu",
+    "hbm_bw_gb_per_s_per_gpu",
+    "gpu_fp32_tflops",
+    "gpu_link_gb_per_s",
+    "pcie_gb_per_s",
+    "nic_gb_per_s",
+    "idle_w",
+    "peak_w",
 )
 # Observed platforms (e.g. from public traces) may know only some figures; the rest are null and such a
 # platform is not modelled (no placements, no predictions) until a user fills them in.
 REQUIRED_PLATFORM_FIELDS = ("gpus",)
 MODEL_FIELDS = (
-    "n_dense_features", "n_sparse_features", "n_tables", "embedding_dim", "embedding_gb",
-    "mean_lookups_per_table", "bottom_mlp", "top_mlp", "interaction", "batch_size",
+    "n_dense_features",
+    "n_sparse_features",
+    "n_tables",
+    "embedding_dim",
+    "embedding_gb",
+    "mean_lookups_per_table",
+    "bottom_mlp",
+    "top_mlp",
+    "interaction",
+    "batch_size",
 )
 
 
@@ -74,7 +94,9 @@ class HardwareCatalog:
         try:
             return self.platforms[name]
         except KeyError:
-            raise CatalogError(f"unknown platform {name!r}; known: {', '.join(sorted(self.platforms))}") from None
+            raise CatalogError(
+                f"unknown platform {name!r}; known: {', '.join(sorted(self.platforms))}"
+            ) from None
 
     @property
     def ps_server_gb(self) -> float:
@@ -108,11 +130,20 @@ class ModelSpec:
 
     def workload(self, platform: str) -> dict[str, Any]:
         """The workload columns of a run of this model on ``platform`` (its default batch there)."""
-        return {"model_name": self.name, "n_dense_features": self.n_dense_features,
-                "n_sparse_features": self.n_sparse_features, "n_tables": self.n_tables, "embedding_dim": self.embedding_dim,
-                "embedding_gb": self.embedding_gb, "mean_lookups_per_table": self.mean_lookups_per_table,
-                "lookup_power_law_alpha": self.lookup_power_law_alpha, "bottom_mlp": self.bottom_mlp, "top_mlp": self.top_mlp,
-                "interaction": self.interaction, "batch_size": int(self.batch_size.get(platform, max(self.batch_size.values())))}
+        return {
+            "model_name": self.name,
+            "n_dense_features": self.n_dense_features,
+            "n_sparse_features": self.n_sparse_features,
+            "n_tables": self.n_tables,
+            "embedding_dim": self.embedding_dim,
+            "embedding_gb": self.embedding_gb,
+            "mean_lookups_per_table": self.mean_lookups_per_table,
+            "lookup_power_law_alpha": self.lookup_power_law_alpha,
+            "bottom_mlp": self.bottom_mlp,
+            "top_mlp": self.top_mlp,
+            "interaction": self.interaction,
+            "batch_size": int(self.batch_size.get(platform, max(self.batch_size.values()))),
+        }
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
@@ -128,22 +159,33 @@ def _read_yaml(path: Path) -> dict[str, Any]:
 def _platform(name: str, spec: Mapping[str, Any], path: Path) -> Platform:
     unknown = set(spec) - set(PLATFORM_FIELDS) - {"description", "placements", "source"}
     if unknown:
-        raise CatalogError(f"{path}: platform {name!r} has unknown fields {sorted(unknown)}; valid: {list(PLATFORM_FIELDS)}")
+        raise CatalogError(
+            f"{path}: platform {name!r} has unknown fields {sorted(unknown)}; valid: {list(PLATFORM_FIELDS)}"
+        )
     missing = [f for f in REQUIRED_PLATFORM_FIELDS if f not in spec]
     if missing:
         raise CatalogError(f"{path}: platform {name!r} lacks {missing}")
     placements = tuple(spec.get("placements") or ())
     bad = [p for p in placements if p not in PLACEMENTS]
     if bad:
-        raise CatalogError(f"{path}: platform {name!r} has unknown placements {bad}; valid: {list(PLACEMENTS)}")
+        raise CatalogError(
+            f"{path}: platform {name!r} has unknown placements {bad}; valid: {list(PLACEMENTS)}"
+        )
     for f in PLATFORM_FIELDS:
         v = spec.get(f)
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0):
-            raise CatalogError(f"{path}: platform {name!r} field {f} must be a non-negative number, got {v!r}")
+            raise CatalogError(
+                f"{path}: platform {name!r} field {f} must be a non-negative number, got {v!r}"
+            )
     if spec["gpus"] == 0 and any(p in ("gpu_hbm", "hybrid") for p in placements):
         raise CatalogError(f"{path}: platform {name!r} has no GPUs but allows a GPU placement")
-    p = Platform(name=name, description=spec.get("description", ""), placements=placements,
-                 source=spec.get("source", "catalog"), **{f: spec.get(f) for f in PLATFORM_FIELDS})
+    p = Platform(
+        name=name,
+        description=spec.get("description", ""),
+        placements=placements,
+        source=spec.get("source", "catalog"),
+        **{f: spec.get(f) for f in PLATFORM_FIELDS},
+    )
     if placements and not p.modelled:
         lacking = [f for f in PLATFORM_FIELDS if spec.get(f) is None]
         raise CatalogError(f"{path}: platform {name!r} lists placements but lacks {lacking} the model needs")
@@ -161,9 +203,16 @@ def load_hardware(extra: Path | None = None) -> HardwareCatalog:
     reserve = base["reserve"]
     ps = base["remote_ps"]
     if ps["server_platform"] not in platforms:
-        raise CatalogError(f"{base_path}: remote_ps.server_platform {ps['server_platform']!r} is not a platform")
-    return HardwareCatalog(platforms=platforms, hbm_reserve=float(reserve["hbm"]), dram_reserve=float(reserve["dram"]),
-                           remote_ps_platform=ps["server_platform"], remote_ps_max_servers=int(ps["max_servers"]))
+        raise CatalogError(
+            f"{base_path}: remote_ps.server_platform {ps['server_platform']!r} is not a platform"
+        )
+    return HardwareCatalog(
+        platforms=platforms,
+        hbm_reserve=float(reserve["hbm"]),
+        dram_reserve=float(reserve["dram"]),
+        remote_ps_platform=ps["server_platform"],
+        remote_ps_max_servers=int(ps["max_servers"]),
+    )
 
 
 def register_platforms(catalog_file: Path, platforms: Mapping[str, Mapping[str, Any]]) -> None:
@@ -191,9 +240,11 @@ def load_models(extra: Path | None = None) -> dict[str, ModelSpec]:
             if missing:
                 raise CatalogError(f"{path}: model {name!r} lacks {missing}")
             specs[name] = ModelSpec(
-                name=name, description=spec.get("description", ""),
+                name=name,
+                description=spec.get("description", ""),
                 lookup_power_law_alpha=float(spec.get("lookup_power_law_alpha", 1.2)),
-                share=float(spec.get("share", 0.0)), cpu_baseline=spec.get("cpu_baseline"),
+                share=float(spec.get("share", 0.0)),
+                cpu_baseline=spec.get("cpu_baseline"),
                 **{f: spec[f] for f in MODEL_FIELDS},
             )
     return specs

@@ -46,18 +46,41 @@ def _choose(rng: np.random.Generator, keys: list[str], probs: np.ndarray, n: int
     return np.asarray(keys, dtype=object)[rng.choice(len(keys), size=n, p=probs / probs.sum())]
 
 
-def sample_runs(day: str, n_runs: int, seed: int, hw: HardwareCatalog, models: dict[str, ModelSpec]) -> pl.DataFrame:
+def sample_runs(
+    day: str, n_runs: int, seed: int, hw: HardwareCatalog, models: dict[str, ModelSpec]
+) -> pl.DataFrame:
     """Draw ``n_runs`` runs for ``day``: workload, system, timing and predicted outcomes."""
     rng = day_rng(seed, day)
     names = [m for m in models if models[m].share > 0] or list(models)
     model = _choose(rng, names, np.array([models[m].share or 1.0 for m in names]), n_runs)
     plats = [p for p in PLATFORM_SHARES if p in hw.platforms]
     platform = _choose(rng, plats, np.array([PLATFORM_SHARES[p] for p in plats]), n_runs)
-    catalog = pl.DataFrame([{"model_name": m.name, **{f: getattr(m, f) for f in (
-        "n_dense_features", "n_sparse_features", "embedding_dim", "embedding_gb", "mean_lookups_per_table", "lookup_power_law_alpha",
-        "bottom_mlp", "top_mlp", "interaction")}, **{f"batch_{p}": m.batch_size.get(p, 512) for p in plats}}
-        for m in models.values()])
-    drawn = pl.DataFrame({"model_name": model.astype(str), "platform": platform.astype(str)}).with_row_index("_i")
+    catalog = pl.DataFrame(
+        [
+            {
+                "model_name": m.name,
+                **{
+                    f: getattr(m, f)
+                    for f in (
+                        "n_dense_features",
+                        "n_sparse_features",
+                        "embedding_dim",
+                        "embedding_gb",
+                        "mean_lookups_per_table",
+                        "lookup_power_law_alpha",
+                        "bottom_mlp",
+                        "top_mlp",
+                        "interaction",
+                    )
+                },
+                **{f"batch_{p}": m.batch_size.get(p, 512) for p in plats},
+            }
+            for m in models.values()
+        ]
+    )
+    drawn = pl.DataFrame({"model_name": model.astype(str), "platform": platform.astype(str)}).with_row_index(
+        "_i"
+    )
     joined = drawn.join(catalog, on="model_name", how="left").sort("_i")
     spec = lambda field: joined.get_column(field).to_numpy()  # noqa: E731
 
@@ -65,119 +88,199 @@ def sample_runs(day: str, n_runs: int, seed: int, hw: HardwareCatalog, models: d
     emb_gb = np.round(spec("embedding_gb") * rng.uniform(0.8, 1.2, n_runs), 3)
     n_sparse = np.maximum(1, spec("n_sparse_features") + rng.integers(-4, 5, n_runs))
     lookups = np.round(spec("mean_lookups_per_table") * rng.uniform(0.9, 1.1, n_runs), 2)
-    batch = joined.select(pl.coalesce([pl.when(pl.col("platform") == p).then(pl.col(f"batch_{p}")) for p in plats])).to_series().to_numpy()
+    batch = (
+        joined.select(
+            pl.coalesce([pl.when(pl.col("platform") == p).then(pl.col(f"batch_{p}")) for p in plats])
+        )
+        .to_series()
+        .to_numpy()
+    )
 
     # Placement: the default for the platform; big tables go to remote PS on Big Basin.
     hbm_by_platform = {p: hw.platforms[p].hbm_gb * (1 - hw.hbm_reserve) for p in plats}
-    hbm_cap = drawn.select(pl.col("platform").replace_strict(hbm_by_platform, return_dtype=pl.Float64)).to_series().to_numpy()
+    hbm_cap = (
+        drawn.select(pl.col("platform").replace_strict(hbm_by_platform, return_dtype=pl.Float64))
+        .to_series()
+        .to_numpy()
+    )
     fits_hbm = emb_gb <= hbm_cap
     alt = rng.random(n_runs)
-    placement = np.where(platform == "cpu", "remote_ps",
-                np.where(platform == "big_basin", np.where(fits_hbm, np.where(alt < 0.1, "hybrid", "gpu_hbm"), "remote_ps"),
-                         np.where(fits_hbm & (alt < 0.15), "gpu_hbm", "system_memory")))
+    placement = np.where(
+        platform == "cpu",
+        "remote_ps",
+        np.where(
+            platform == "big_basin",
+            np.where(fits_hbm, np.where(alt < 0.1, "hybrid", "gpu_hbm"), "remote_ps"),
+            np.where(fits_hbm & (alt < 0.15), "gpu_hbm", "system_memory"),
+        ),
+    )
 
     is_cpu = platform == "cpu"
-    trainers = np.where(is_cpu, rng.choice(CPU_TRAINER_COUNTS, size=n_runs, p=CPU_TRAINER_PROBS),
-                        np.where(rng.random(n_runs) < 0.9, 1, 2))
+    trainers = np.where(
+        is_cpu,
+        rng.choice(CPU_TRAINER_COUNTS, size=n_runs, p=CPU_TRAINER_PROBS),
+        np.where(rng.random(n_runs) < 0.9, 1, 2),
+    )
     uses_ps = placement == "remote_ps"
     # PS counts follow memory needs: tables plus optimizer state at a fill each team picks (wide, like the
     # paper's Fig. 9), so they are more dispersed than trainer counts.
     fill = rng.uniform(0.12, 0.6, n_runs)
     sparse_ps = np.where(uses_ps, np.ceil(2 * emb_gb / (hw.ps_server_gb * fill)), 0).astype(int)
     dense_ps = np.where(is_cpu, rng.integers(1, 5, n_runs), 0)
-    readers = np.where(is_cpu, np.maximum(2, np.round(trainers * rng.uniform(0.5, 1.2, n_runs))),
-                       rng.integers(16, 41, n_runs) * trainers).astype(int)
+    readers = np.where(
+        is_cpu,
+        np.maximum(2, np.round(trainers * rng.uniform(0.5, 1.2, n_runs))),
+        rng.integers(16, 41, n_runs) * trainers,
+    ).astype(int)
 
     duration_s = (rng.integers(12, 73, n_runs) * SAMPLE_INTERVAL_S).astype(np.int64)
-    day0 = dt.datetime.fromisoformat(day).replace(tzinfo=dt.timezone.utc)
-    start = np.datetime64(day0.replace(tzinfo=None), "s") + rng.integers(0, 18 * 3600 // 60, n_runs) * np.timedelta64(60, "s")
+    day0 = dt.datetime.fromisoformat(day).replace(tzinfo=dt.UTC)
+    start = np.datetime64(day0.replace(tzinfo=None), "s") + rng.integers(
+        0, 18 * 3600 // 60, n_runs
+    ) * np.timedelta64(60, "s")
     failed = rng.random(n_runs) < FAILED_SHARE
     # A failed run stops early: its time series ends with it.
-    duration_s = np.where(failed, (duration_s * rng.uniform(0.1, 0.6, n_runs)) // SAMPLE_INTERVAL_S * SAMPLE_INTERVAL_S,
-                          duration_s).astype(np.int64).clip(min=2 * SAMPLE_INTERVAL_S)
+    duration_s = (
+        np.where(
+            failed,
+            (duration_s * rng.uniform(0.1, 0.6, n_runs)) // SAMPLE_INTERVAL_S * SAMPLE_INTERVAL_S,
+            duration_s,
+        )
+        .astype(np.int64)
+        .clip(min=2 * SAMPLE_INTERVAL_S)
+    )
 
-    runs = pl.DataFrame({
-        "run_id": pl.select(pl.format("{}-{}", pl.lit(day.replace("-", "")), pl.int_range(n_runs).cast(pl.String).str.zfill(5))).to_series(),
-        "start_ts": start.astype("datetime64[us]"),
-        "end_ts": (start + duration_s.astype("timedelta64[s]")).astype("datetime64[us]"),
-        "status": np.where(failed, "failed", "succeeded"),
-        "model_name": model.astype(str),
-        "n_dense_features": spec("n_dense_features").astype(np.int32),
-        "n_sparse_features": n_sparse.astype(np.int32),
-        "n_tables": n_sparse.astype(np.int32),
-        "embedding_dim": spec("embedding_dim").astype(np.int32),
-        "embedding_gb": emb_gb,
-        "mean_lookups_per_table": lookups,
-        "bottom_mlp": spec("bottom_mlp").astype(str),
-        "top_mlp": spec("top_mlp").astype(str),
-        "interaction": spec("interaction").astype(str),
-        "batch_size": batch.astype(np.int32),
-        "platform": platform.astype(str),
-        "placement": placement.astype(str),
-        "n_trainers": trainers.astype(np.int32),
-        "n_sparse_ps": sparse_ps.astype(np.int32),
-        "n_dense_ps": dense_ps.astype(np.int32),
-        "n_readers": readers.astype(np.int32),
-    }).with_columns(pl.col("start_ts", "end_ts").dt.replace_time_zone("UTC"))
+    runs = pl.DataFrame(
+        {
+            "run_id": pl.select(
+                pl.format(
+                    "{}-{}", pl.lit(day.replace("-", "")), pl.int_range(n_runs).cast(pl.String).str.zfill(5)
+                )
+            ).to_series(),
+            "start_ts": start.astype("datetime64[us]"),
+            "end_ts": (start + duration_s.astype("timedelta64[s]")).astype("datetime64[us]"),
+            "status": np.where(failed, "failed", "succeeded"),
+            "model_name": model.astype(str),
+            "n_dense_features": spec("n_dense_features").astype(np.int32),
+            "n_sparse_features": n_sparse.astype(np.int32),
+            "n_tables": n_sparse.astype(np.int32),
+            "embedding_dim": spec("embedding_dim").astype(np.int32),
+            "embedding_gb": emb_gb,
+            "mean_lookups_per_table": lookups,
+            "bottom_mlp": spec("bottom_mlp").astype(str),
+            "top_mlp": spec("top_mlp").astype(str),
+            "interaction": spec("interaction").astype(str),
+            "batch_size": batch.astype(np.int32),
+            "platform": platform.astype(str),
+            "placement": placement.astype(str),
+            "n_trainers": trainers.astype(np.int32),
+            "n_sparse_ps": sparse_ps.astype(np.int32),
+            "n_dense_ps": dense_ps.astype(np.int32),
+            "n_readers": readers.astype(np.int32),
+        }
+    ).with_columns(pl.col("start_ts", "end_ts").dt.replace_time_zone("UTC"))
 
-    runs = runs.with_columns(pl.Series("lookup_power_law_alpha", spec("lookup_power_law_alpha").astype(float)))
+    runs = runs.with_columns(
+        pl.Series("lookup_power_law_alpha", spec("lookup_power_law_alpha").astype(float))
+    )
     runs = _size_parameter_servers(runs, rng, hw)
     pred = predict_frame(runs, hw)
     noise = rng.lognormal(0.0, 0.08, n_runs)
     thr = pred.get_column("throughput_eps").to_numpy() * noise
     power = pred.get_column("power_w").to_numpy() * rng.normal(1.0, 0.03, n_runs)
     # Normalized entropy (paper Fig. 15): GPU runs at fixed tuning regress with batch size against the CPU batch.
-    cpu_batch = joined.get_column("batch_cpu").to_numpy() if "batch_cpu" in joined.columns else np.full(n_runs, 512)
-    ne = normalized_entropy(model.astype(str), ~is_cpu, batch, cpu_batch) * (1 + rng.normal(0, 0.0005, n_runs))
+    cpu_batch = (
+        joined.get_column("batch_cpu").to_numpy() if "batch_cpu" in joined.columns else np.full(n_runs, 512)
+    )
+    ne = normalized_entropy(model.astype(str), ~is_cpu, batch, cpu_batch) * (
+        1 + rng.normal(0, 0.0005, n_runs)
+    )
     runs = runs.with_columns(
         pl.Series("throughput_eps", np.where(failed, np.nan, np.round(thr, 2))).fill_nan(None),
         pl.Series("power_w", np.round(power, 1)).fill_nan(None),
-        pl.Series("normalized_entropy", np.where(failed | (model == "M3prod"), np.nan, np.round(ne, 5))).fill_nan(None),
+        pl.Series(
+            "normalized_entropy", np.where(failed | (model == "M3prod"), np.nan, np.round(ne, 5))
+        ).fill_nan(None),
     )
     # Per-role mean utilisation from the model, kept for the sample generator (not part of the landing rows).
     util_cols = [f"{r}_{res}_util" for r in ROLES for res in RESOURCES if f"{r}_{res}_util" in pred.columns]
     return runs.with_columns(pred.select(util_cols)).with_columns(pl.lit(day).alias("_day"))
 
 
-def _size_parameter_servers(runs: pl.DataFrame, rng: np.random.Generator, hw: HardwareCatalog) -> pl.DataFrame:
+def _size_parameter_servers(
+    runs: pl.DataFrame, rng: np.random.Generator, hw: HardwareCatalog
+) -> pl.DataFrame:
     """Sparse-PS counts as planners set them: enough memory for tables and optimizer state at the fill a team
     picks, and enough PS that their network load stays a fraction of the trainers' (so the PS tier is not
     the bottleneck). Counts therefore follow table size and trainer count: wider than trainer counts (t17),
     and PS run at a lower, more varied utilisation than trainers (t16)."""
     remote = runs.get_column("placement").to_numpy() == "remote_ps"
-    ample = predict_frame(runs.with_columns(pl.when(pl.col("placement") == "remote_ps").then(256).otherwise(0)
-                                            .cast(pl.Int32).alias("n_sparse_ps")), hw)
-    u_ps_at_256 = np.maximum(ample.get_column("sparse_ps_net_bw_util").fill_null(0).to_numpy(),
-                             ample.get_column("sparse_ps_mem_bw_util").fill_null(0).to_numpy())
+    ample = predict_frame(
+        runs.with_columns(
+            pl.when(pl.col("placement") == "remote_ps")
+            .then(256)
+            .otherwise(0)
+            .cast(pl.Int32)
+            .alias("n_sparse_ps")
+        ),
+        hw,
+    )
+    u_ps_at_256 = np.maximum(
+        ample.get_column("sparse_ps_net_bw_util").fill_null(0).to_numpy(),
+        ample.get_column("sparse_ps_mem_bw_util").fill_null(0).to_numpy(),
+    )
     u_trainer = ample.get_column("trainer_net_bw_util").fill_null(0).to_numpy()
-    relative = np.exp(rng.uniform(np.log(0.2), np.log(0.95), runs.height))  # PS load as a share of a trainer's
+    relative = np.exp(
+        rng.uniform(np.log(0.2), np.log(0.95), runs.height)
+    )  # PS load as a share of a trainer's
     by_bandwidth = np.ceil(u_ps_at_256 * 256 / np.maximum(relative * u_trainer, 1e-6))
     current = runs.get_column("n_sparse_ps").to_numpy()
-    n_ps = np.where(remote, np.clip(np.maximum(current, by_bandwidth), 1, 2 * hw.remote_ps_max_servers), 0).astype(np.int32)
+    n_ps = np.where(
+        remote, np.clip(np.maximum(current, by_bandwidth), 1, 2 * hw.remote_ps_max_servers), 0
+    ).astype(np.int32)
     return runs.with_columns(pl.Series("n_sparse_ps", n_ps))
 
 
 def sample_utilisation(runs: pl.DataFrame, seed: int, day: str, hw: HardwareCatalog) -> pl.DataFrame:
     """Per-server time series for every run: role means from the model, with warm-up, noise and stragglers."""
     rng = day_rng(seed + 1, day)
-    counts = {"trainer": "n_trainers", "sparse_ps": "n_sparse_ps", "dense_ps": "n_dense_ps", "reader": "n_readers"}
-    servers = pl.concat([
-        runs.select(
-            "run_id", "start_ts", "end_ts", "platform",
-            pl.lit(role).alias("role"),
-            pl.int_ranges(0, pl.col(n_col)).alias("idx"),
-            *[pl.col(f"{role}_{res}_util").alias(res) if f"{role}_{res}_util" in runs.columns else pl.lit(None, pl.Float64).alias(res)
-              for res in RESOURCES],
-        ).explode("idx").drop_nulls("idx")
-        for role, n_col in counts.items()
-    ], how="vertical_relaxed")
+    counts = {
+        "trainer": "n_trainers",
+        "sparse_ps": "n_sparse_ps",
+        "dense_ps": "n_dense_ps",
+        "reader": "n_readers",
+    }
+    servers = pl.concat(
+        [
+            runs.select(
+                "run_id",
+                "start_ts",
+                "end_ts",
+                "platform",
+                pl.lit(role).alias("role"),
+                pl.int_ranges(0, pl.col(n_col)).alias("idx"),
+                *[
+                    pl.col(f"{role}_{res}_util").alias(res)
+                    if f"{role}_{res}_util" in runs.columns
+                    else pl.lit(None, pl.Float64).alias(res)
+                    for res in RESOURCES
+                ],
+            )
+            .explode("idx")
+            .drop_nulls("idx")
+            for role, n_col in counts.items()
+        ],
+        how="vertical_relaxed",
+    )
     servers = servers.with_columns(
         pl.format("{}-{}-{}", pl.col("run_id"), pl.col("role"), pl.col("idx")).alias("server_id"),
         ((pl.col("end_ts") - pl.col("start_ts")).dt.total_seconds() // SAMPLE_INTERVAL_S).alias("n_samples"),
     )
     # GPU utilisation only where the server has GPUs (trainers of GPU platforms).
     has_gpu = (pl.col("role") == "trainer") & (pl.col("platform") != "cpu")
-    servers = servers.with_columns([pl.when(has_gpu).then(pl.col(r)).otherwise(None).alias(r) for r in ("gpu", "gpu_mem")])
+    servers = servers.with_columns(
+        [pl.when(has_gpu).then(pl.col(r)).otherwise(None).alias(r) for r in ("gpu", "gpu_mem")]
+    )
     n_srv = servers.height
     skew = servers.get_column("role").replace_strict(ROLE_SKEW, return_dtype=pl.Float64).to_numpy()
     noise_sd = servers.get_column("role").replace_strict(ROLE_NOISE, return_dtype=pl.Float64).to_numpy()
@@ -185,18 +288,26 @@ def sample_utilisation(runs: pl.DataFrame, seed: int, day: str, hw: HardwareCata
     straggler = servers.get_column("role").replace_strict(STRAGGLER_SHARE, return_dtype=pl.Float64).to_numpy()
     server_mult = rng.lognormal(0.0, skew, n_srv) * np.where(rng.random(n_srv) < straggler, 0.5, 1.0)
     # Power per server from its platform's idle/peak watts (trainers of GPU runs are GPU servers; the rest CPU servers).
-    server_platform = pl.when(pl.col("role") == "trainer").then(pl.col("platform")).otherwise(pl.lit(hw.remote_ps_platform))
+    server_platform = (
+        pl.when(pl.col("role") == "trainer").then(pl.col("platform")).otherwise(pl.lit(hw.remote_ps_platform))
+    )
     watts = {p: (float(v.idle_w or 0), float(v.peak_w or 0)) for p, v in hw.platforms.items()}
     servers = servers.with_columns(
-        pl.Series("_mult", server_mult), pl.Series("_sd", noise_sd),
-        server_platform.replace_strict({p: w[0] for p, w in watts.items()}, return_dtype=pl.Float64).alias("_idle_w"),
-        server_platform.replace_strict({p: w[1] for p, w in watts.items()}, return_dtype=pl.Float64).alias("_peak_w"))
+        pl.Series("_mult", server_mult),
+        pl.Series("_sd", noise_sd),
+        server_platform.replace_strict({p: w[0] for p, w in watts.items()}, return_dtype=pl.Float64).alias(
+            "_idle_w"
+        ),
+        server_platform.replace_strict({p: w[1] for p, w in watts.items()}, return_dtype=pl.Float64).alias(
+            "_peak_w"
+        ),
+    )
 
     samples = servers.with_columns(pl.int_ranges(0, pl.col("n_samples")).alias("k")).explode("k")
     n = samples.height
     k = samples.get_column("k").to_numpy()
     # float32 for the draws (the bulk of the work); values are rounded to 4 decimals as float64 at the end.
-    warmup = (1 - 0.6 * np.exp(-k.astype(np.float32)))  # ramps up over the first ~10 minutes
+    warmup = 1 - 0.6 * np.exp(-k.astype(np.float32))  # ramps up over the first ~10 minutes
     mult = samples.get_column("_mult").to_numpy().astype(np.float32) * warmup
     sd = samples.get_column("_sd").to_numpy().astype(np.float32)
     out = {}
@@ -207,24 +318,32 @@ def sample_utilisation(runs: pl.DataFrame, seed: int, day: str, hw: HardwareCata
         m = int(have.sum())
         if m:
             b = base[have]
-            noise = rng.standard_normal(m, dtype=np.float32) * sd[have] * np.sqrt(np.maximum(b, np.float32(0.02)))
+            noise = (
+                rng.standard_normal(m, dtype=np.float32) * sd[have] * np.sqrt(np.maximum(b, np.float32(0.02)))
+            )
             draw[have] = np.clip(b * mult[have] + noise, 0.0, 1.0)
         out[f"{res}_util"] = np.round(draw.astype(np.float64), 4)
     idle, peak = samples.get_column("_idle_w").to_numpy(), samples.get_column("_peak_w").to_numpy()
     busy = np.where(np.isnan(out["gpu_util"]), out["cpu_util"], 0.7 * out["gpu_util"] + 0.3 * out["cpu_util"])
     power = (idle + busy * (peak - idle)) * (1 + 0.02 * rng.standard_normal(n, dtype=np.float32))
-    ts = samples.get_column("start_ts") + pl.Series(k.astype(np.int64) * SAMPLE_INTERVAL_S * 1_000_000).cast(pl.Duration("us"))
-    return pl.DataFrame({
-        "run_id": samples.get_column("run_id"),
-        "server_id": samples.get_column("server_id"),
-        "role": samples.get_column("role"),
-        "ts": ts,
-        **{f"{res}_util": pl.Series(out[f"{res}_util"]).fill_nan(None) for res in RESOURCES},
-        "power_w": np.round(power.astype(np.float64), 1),
-    })
+    ts = samples.get_column("start_ts") + pl.Series(k.astype(np.int64) * SAMPLE_INTERVAL_S * 1_000_000).cast(
+        pl.Duration("us")
+    )
+    return pl.DataFrame(
+        {
+            "run_id": samples.get_column("run_id"),
+            "server_id": samples.get_column("server_id"),
+            "role": samples.get_column("role"),
+            "ts": ts,
+            **{f"{res}_util": pl.Series(out[f"{res}_util"]).fill_nan(None) for res in RESOURCES},
+            "power_w": np.round(power.astype(np.float64), 1),
+        }
+    )
 
 
-def sample_day(day: str, n_runs: int, seed: int, hw: HardwareCatalog, models: dict[str, ModelSpec]) -> DayFleet:
+def sample_day(
+    day: str, n_runs: int, seed: int, hw: HardwareCatalog, models: dict[str, ModelSpec]
+) -> DayFleet:
     """One day's runs (landing columns only) and their utilisation samples."""
     runs = sample_runs(day, n_runs, seed, hw, models)
     samples = sample_utilisation(runs, seed, day, hw)

@@ -10,8 +10,17 @@ import polars as pl
 from synthetic_fleet.catalog import PLACEMENTS, HardwareCatalog, ModelSpec
 from synthetic_fleet.model import DEFAULT, RESOURCES, ROLES, Coefficients, predict_frame
 
-INT_FIELDS = ("n_dense_features", "n_sparse_features", "n_tables", "embedding_dim", "batch_size",
-              "n_trainers", "n_sparse_ps", "n_dense_ps", "n_readers")
+INT_FIELDS = (
+    "n_dense_features",
+    "n_sparse_features",
+    "n_tables",
+    "embedding_dim",
+    "batch_size",
+    "n_trainers",
+    "n_sparse_ps",
+    "n_dense_ps",
+    "n_readers",
+)
 FLOAT_FIELDS = ("embedding_gb", "mean_lookups_per_table", "lookup_power_law_alpha")
 TEXT_FIELDS = {"bottom_mlp": None, "top_mlp": None, "interaction": ("dot", "cat")}
 SETTABLE = INT_FIELDS + FLOAT_FIELDS + tuple(TEXT_FIELDS)
@@ -70,8 +79,9 @@ def pick_platforms(hw: HardwareCatalog, text: str) -> list[str]:
     return names
 
 
-def configuration(model: ModelSpec, platform: str, placement: str | None, hw: HardwareCatalog,
-                  settings: dict[str, Any]) -> dict[str, Any]:
+def configuration(
+    model: ModelSpec, platform: str, placement: str | None, hw: HardwareCatalog, settings: dict[str, Any]
+) -> dict[str, Any]:
     """A row for the model: the model's workload and a default system on the platform, then the settings.
 
     Setting n_sparse_features alone keeps one table per feature and the per-table size (so n_tables and
@@ -81,11 +91,19 @@ def configuration(model: ModelSpec, platform: str, placement: str | None, hw: Ha
     spec = hw.platform(platform)
     on_cpu = spec.gpus == 0
     # Default systems: the model's production CPU setup; one GPU server with the readers GPU runs use (t18).
-    base = dict(model.cpu_baseline or {"n_trainers": 8, "n_sparse_ps": 4, "n_dense_ps": 1, "n_readers": 8}) if on_cpu else {
-        "n_trainers": 1, "n_sparse_ps": 0, "n_dense_ps": 0, "n_readers": 24}
-    row.update(platform=platform, placement=placement or ("remote_ps" if on_cpu else None),
-               n_trainers=base["n_trainers"], n_sparse_ps=base.get("n_sparse_ps", 0), n_dense_ps=base.get("n_dense_ps", 0),
-               n_readers=base.get("n_readers", 8))
+    base = (
+        dict(model.cpu_baseline or {"n_trainers": 8, "n_sparse_ps": 4, "n_dense_ps": 1, "n_readers": 8})
+        if on_cpu
+        else {"n_trainers": 1, "n_sparse_ps": 0, "n_dense_ps": 0, "n_readers": 24}
+    )
+    row.update(
+        platform=platform,
+        placement=placement or ("remote_ps" if on_cpu else None),
+        n_trainers=base["n_trainers"],
+        n_sparse_ps=base.get("n_sparse_ps", 0),
+        n_dense_ps=base.get("n_dense_ps", 0),
+        n_readers=base.get("n_readers", 8),
+    )
     return apply_settings(row, settings)
 
 
@@ -123,9 +141,15 @@ class Answer:
         return self.rows.to_dicts()
 
 
-def ask(model: ModelSpec, platforms: list[str], placement: str | None, hw: HardwareCatalog,
-        settings: dict[str, Any], sweep: tuple[str, list[Any]] | None = None,
-        coef: Coefficients = DEFAULT) -> Answer:
+def ask(
+    model: ModelSpec,
+    platforms: list[str],
+    placement: str | None,
+    hw: HardwareCatalog,
+    settings: dict[str, Any],
+    sweep: tuple[str, list[Any]] | None = None,
+    coef: Coefficients = DEFAULT,
+) -> Answer:
     """Predict every asked configuration; without a placement, every placement of each platform is evaluated
     and the best-throughput one that fits is marked ``default_placement``."""
     if placement is not None and placement not in PLACEMENTS:
@@ -139,19 +163,33 @@ def ask(model: ModelSpec, platforms: list[str], placement: str | None, hw: Hardw
         for platform in platforms:
             options = [placement] if placement else list(hw.platform(platform).placements)
             if placement and placement not in hw.platform(platform).placements:
-                raise WhatIfError(f"{platform} does not offer placement {placement!r}; it offers "
-                                  f"{', '.join(hw.platform(platform).placements)}")
+                raise WhatIfError(
+                    f"{platform} does not offer placement {placement!r}; it offers "
+                    f"{', '.join(hw.platform(platform).placements)}"
+                )
             for opt in options:
                 row = _with_ps(configuration(model, platform, opt, hw, s), model)
                 row["sweep_value"] = None if value is None else str(value)
                 rows.append(row)
     pred = predict_frame(pl.DataFrame(rows, infer_schema_length=None), hw, coef)
-    best = (pl.col("throughput_eps") == pl.col("throughput_eps").max().over("sweep_value", "platform")) & pl.col("fits")
+    best = (
+        pl.col("throughput_eps") == pl.col("throughput_eps").max().over("sweep_value", "platform")
+    ) & pl.col("fits")
     return Answer(pred.with_columns(best.fill_null(False).alias("default_placement")))
 
 
 def utilisation_table(row: dict[str, Any]) -> dict[str, dict[str, float]]:
     """{role: {resource: mean utilisation}} for one predicted row (roles the system has)."""
-    counts = {"trainer": row["n_trainers"], "sparse_ps": row["n_sparse_ps"], "dense_ps": row["n_dense_ps"], "reader": row["n_readers"]}
-    return {role: {res: row[f"{role}_{res}_util"] for res in RESOURCES if row.get(f"{role}_{res}_util") is not None}
-            for role in ROLES if counts[role]}
+    counts = {
+        "trainer": row["n_trainers"],
+        "sparse_ps": row["n_sparse_ps"],
+        "dense_ps": row["n_dense_ps"],
+        "reader": row["n_readers"],
+    }
+    return {
+        role: {
+            res: row[f"{role}_{res}_util"] for res in RESOURCES if row.get(f"{role}_{res}_util") is not None
+        }
+        for role in ROLES
+        if counts[role]
+    }

@@ -5,13 +5,12 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import queue
+import threading
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import polars as pl
-
-import queue
-import threading
-from typing import Callable, Iterable
 
 from synthetic_fleet.catalog import HardwareCatalog, ModelSpec
 from synthetic_fleet.sampler import DayFleet, sample_day
@@ -22,7 +21,9 @@ TS_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 def _text_ready(frame: pl.DataFrame) -> pl.DataFrame:
     """Timestamps as ISO-8601 UTC strings, as producers write them."""
-    return frame.with_columns([pl.col(c).dt.to_string(TS_FORMAT) for c, t in frame.schema.items() if isinstance(t, pl.Datetime)])
+    return frame.with_columns(
+        [pl.col(c).dt.to_string(TS_FORMAT) for c, t in frame.schema.items() if isinstance(t, pl.Datetime)]
+    )
 
 
 def _encode(frame: pl.DataFrame, fmt: str) -> bytes:
@@ -44,7 +45,14 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def write_day(fleet: DayFleet, landing: Path, *, source: str = "synthetic", fmt: str = "jsonl", gzip_level: int | None = None) -> list[Path]:
+def write_day(
+    fleet: DayFleet,
+    landing: Path,
+    *,
+    source: str = "synthetic",
+    fmt: str = "jsonl",
+    gzip_level: int | None = None,
+) -> list[Path]:
     """Write one day's runs and samples as landing files; returns their paths."""
     folder = landing / source / fleet.day
     written = []
@@ -60,7 +68,9 @@ def write_day(fleet: DayFleet, landing: Path, *, source: str = "synthetic", fmt:
             continue
         data = _encode(frame, fmt)
         if gzip_level is not None and fmt != "parquet":
-            data = gzip.compress(data, compresslevel=gzip_level, mtime=0)  # mtime=0 keeps the bytes reproducible
+            data = gzip.compress(
+                data, compresslevel=gzip_level, mtime=0
+            )  # mtime=0 keeps the bytes reproducible
             name += ".gz"
         path = folder / name
         write_bytes_atomic(path, data)
@@ -68,9 +78,19 @@ def write_day(fleet: DayFleet, landing: Path, *, source: str = "synthetic", fmt:
     return written
 
 
-def write_fleet(days: Iterable[str], runs_per_day: int, seed: int, hw: HardwareCatalog, models: dict[str, ModelSpec],
-                landing: Path, *, source: str = "synthetic", fmt: str = "jsonl", gzip_level: int | None = None,
-                on_day: Callable[[DayFleet, list[Path]], None] | None = None) -> None:
+def write_fleet(
+    days: Iterable[str],
+    runs_per_day: int,
+    seed: int,
+    hw: HardwareCatalog,
+    models: dict[str, ModelSpec],
+    landing: Path,
+    *,
+    source: str = "synthetic",
+    fmt: str = "jsonl",
+    gzip_level: int | None = None,
+    on_day: Callable[[DayFleet, list[Path]], None] | None = None,
+) -> None:
     """Generate day after day while a writer thread writes the previous day (encoding and I/O release the
     GIL), so generation overlaps with writing; at most two days are in memory at once."""
     handoff: queue.Queue = queue.Queue(maxsize=1)

@@ -3,10 +3,14 @@
 import dagster as dg
 
 nightly = dg.define_asset_job(
-    "nightly", selection=dg.AssetSelection.all(),
+    "nightly",
+    selection=dg.AssetSelection.all(),
     description="Ingest the previous UTC day, recompute its partials, merge, republish the catalog and the report.",
 )
 
 nightly_schedule = dg.build_schedule_from_partitioned_job(
-    nightly, hour_of_day=2, minute_of_hour=0, default_status=dg.DefaultScheduleStatus.RUNNING,
+    nightly,
+    hour_of_day=2,
+    minute_of_hour=0,
+    default_status=dg.DefaultScheduleStatus.RUNNING,
 )

@@ -1,6 +1,5 @@
 """Metadata helpers shared by the asset modules (derived from schemas/)."""
 
-
 import dagster as dg
 import polars as pl
 
@@ -20,6 +19,13 @@ def description(table: str) -> str:
 
 def preview(frame: pl.DataFrame, rows: int = 10) -> dg.MetadataValue:
     """A markdown preview of the first rows."""
-    with pl.Config(tbl_formatting="MARKDOWN", tbl_hide_column_data_types=True, tbl_hide_dataframe_shape=True,
-                   tbl_rows=rows, tbl_cols=-1, fmt_str_lengths=120, float_precision=4):
+    with pl.Config(
+        tbl_formatting="MARKDOWN",
+        tbl_hide_column_data_types=True,
+        tbl_hide_dataframe_shape=True,
+        tbl_rows=rows,
+        tbl_cols=-1,
+        fmt_str_lengths=120,
+        float_precision=4,
+    ):
         return dg.MetadataValue.md(str(frame.head(rows)))

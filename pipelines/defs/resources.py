@@ -1,6 +1,5 @@
 """Resources: the data home (lake, landing, warehouse, reports) and the catalogs; in-process execution."""
 
-
 import dagster as dg
 
 from pipelines.lib.paths import DataHome

@@ -10,8 +10,12 @@ from pipelines.defs.resources import FleetHome
 from pipelines.lib.monitoring import changed_days, landing_inventory
 
 
-@dg.sensor(job=nightly, minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.RUNNING,
-           description="Watches <data home>/landing; one run per changed day (cursor = file signatures, run key = change).")
+@dg.sensor(
+    job=nightly,
+    minimum_interval_seconds=60,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Watches <data home>/landing; one run per changed day (cursor = file signatures, run key = change).",
+)
 def landing_sensor(context: dg.SensorEvaluationContext, fleet: FleetHome):
     previous = {k: tuple(v) for k, v in json.loads(context.cursor or "{}").items()}
     current = landing_inventory(fleet.data_home())
@@ -21,8 +25,13 @@ def landing_sensor(context: dg.SensorEvaluationContext, fleet: FleetHome):
         if change.day not in valid:
             skipped.append(change.day)
             continue
-        requests.append(dg.RunRequest(run_key=change.run_key, partition_key=change.day,
-                                      tags={"fleet/trigger": "landing_sensor", "fleet/changed_files": str(len(change.files))}))
+        requests.append(
+            dg.RunRequest(
+                run_key=change.run_key,
+                partition_key=change.day,
+                tags={"fleet/trigger": "landing_sensor", "fleet/changed_files": str(len(change.files))},
+            )
+        )
     cursor = dict(current)
     if skipped:
         # Not yet a partition (today, or a bad folder name): leave these out of the cursor so they are
@@ -34,5 +43,7 @@ def landing_sensor(context: dg.SensorEvaluationContext, fleet: FleetHome):
             else:
                 del cursor[rel]
     if not requests:
-        return dg.SensorResult(skip_reason=dg.SkipReason("no new or changed landing files"), cursor=json.dumps(cursor))
+        return dg.SensorResult(
+            skip_reason=dg.SkipReason("no new or changed landing files"), cursor=json.dumps(cursor)
+        )
     return dg.SensorResult(run_requests=requests, cursor=json.dumps(cursor))

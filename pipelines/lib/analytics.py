@@ -4,8 +4,8 @@ DuckDB connections over polars frames and lake files; every result conforms to i
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Iterator, Sequence
 
 import duckdb
 import polars as pl
@@ -46,7 +46,9 @@ def run_role_stats(runs: pl.DataFrame, samples: pl.DataFrame, day: str) -> pl.Da
     return contract("run_role_stats").conform(out)
 
 
-def util_distribution(runs: pl.DataFrame, samples: pl.DataFrame, stats: pl.DataFrame, day: str) -> pl.DataFrame:
+def util_distribution(
+    runs: pl.DataFrame, samples: pl.DataFrame, stats: pl.DataFrame, day: str
+) -> pl.DataFrame:
     """One day's fixed-bin histograms of per-sample and per-run-mean utilisation."""
     with connection(runs=runs, samples=samples, run_role_stats=stats) as con:
         _exec(con, "transforms/samples_long.sql")
@@ -66,8 +68,9 @@ def hardware_fit(runs: pl.DataFrame, day: str, hw: HardwareCatalog) -> pl.DataFr
     with connection(runs=runs) as con:
         workloads = _query(con, "transforms/workloads.sql")
     options = pl.DataFrame(hw.options(), schema=["platform", "placement"], orient="row")
-    grid = workloads.join(options, how="cross").with_columns(pl.lit(1, pl.Int32).alias("n_trainers"),
-                                                             pl.lit(0, pl.Int32).alias("n_sparse_ps"))  # 0: as many PS as allowed
+    grid = workloads.join(options, how="cross").with_columns(
+        pl.lit(1, pl.Int32).alias("n_trainers"), pl.lit(0, pl.Int32).alias("n_sparse_ps")
+    )  # 0: as many PS as allowed
     fitted = fit_frame(grid, hw).with_columns(pl.lit(day).str.to_date().alias("day"))
     return contract("hardware_fit").conform(fitted.sort("workload_id", "platform", "placement"))
 
@@ -78,7 +81,9 @@ def merged_summaries(distribution_files: Sequence[str]) -> tuple[pl.DataFrame, p
         return contract("util_summary").empty_frame(), contract("trainer_vs_ps").empty_frame()
     with connection() as con:
         _exec(con, "transforms/merged_hist.sql", {"files": list(distribution_files)})
-        summary = contract("util_summary").conform(_query(con, "transforms/util_summary.sql", {"n_bins": N_BINS}))
+        summary = contract("util_summary").conform(
+            _query(con, "transforms/util_summary.sql", {"n_bins": N_BINS})
+        )
         con.register("util_summary", summary)
         tvp = contract("trainer_vs_ps").conform(_query(con, "transforms/trainer_vs_ps.sql"))
     return summary, tvp

@@ -7,10 +7,11 @@ conformance check of a written partition, and the Dagster column schema (see ``t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import polars as pl
 import pyarrow as pa
@@ -122,7 +123,10 @@ class Contract:
     def arrow_schema(self) -> pa.Schema:
         """The Parquet schema of the table (nullability included)."""
         return pa.schema(
-            [pa.field(c.name, c.arrow_type, nullable=c.nullable, metadata={"description": c.description}) for c in self.columns],
+            [
+                pa.field(c.name, c.arrow_type, nullable=c.nullable, metadata={"description": c.description})
+                for c in self.columns
+            ],
             metadata={"contract": self.name},
         )
 
@@ -141,11 +145,25 @@ class Contract:
 
 
 def _parse_column(spec: Mapping[str, Any], table: str) -> Column:
-    unknown_keys = set(spec) - {"name", "type", "nullable", "description", "unit", "min", "max", "enum", "pattern", "references", "origin"}
+    unknown_keys = set(spec) - {
+        "name",
+        "type",
+        "nullable",
+        "description",
+        "unit",
+        "min",
+        "max",
+        "enum",
+        "pattern",
+        "references",
+        "origin",
+    }
     if unknown_keys:
         raise ContractError(f"{table}.{spec.get('name')}: unknown keys {sorted(unknown_keys)}")
     if spec.get("type") not in ARROW_TYPES:
-        raise ContractError(f"{table}.{spec.get('name')}: type {spec.get('type')!r} is not one of {sorted(ARROW_TYPES)}")
+        raise ContractError(
+            f"{table}.{spec.get('name')}: type {spec.get('type')!r} is not one of {sorted(ARROW_TYPES)}"
+        )
     if not spec.get("description"):
         raise ContractError(f"{table}.{spec.get('name')}: every column needs a description")
     return Column(
@@ -213,16 +231,22 @@ def table_schema(name: str):  # -> dg.TableSchema; dagster imported lazily to ke
         constraints = dg.TableColumnConstraints(
             nullable=col.nullable,
             unique=(c.primary_key == (col.name,)),
-            other=[s for s in (
-                f">= {col.min}" if col.min is not None else None,
-                f"<= {col.max}" if col.max is not None else None,
-                f"in {list(col.enum)}" if col.enum else None,
-                f"matches {col.pattern}" if col.pattern else None,
-                f"references {col.references}" if col.references else None,
-            ) if s],
+            other=[
+                s
+                for s in (
+                    f">= {col.min}" if col.min is not None else None,
+                    f"<= {col.max}" if col.max is not None else None,
+                    f"in {list(col.enum)}" if col.enum else None,
+                    f"matches {col.pattern}" if col.pattern else None,
+                    f"references {col.references}" if col.references else None,
+                )
+                if s
+            ],
         )
         cols.append(dg.TableColumn(name=col.name, type=col.type, description=desc, constraints=constraints))
-    return dg.TableSchema(columns=cols, constraints=dg.TableConstraints(other=[f"primary key {list(c.primary_key)}"]))
+    return dg.TableSchema(
+        columns=cols, constraints=dg.TableConstraints(other=[f"primary key {list(c.primary_key)}"])
+    )
 
 
 # ---------------------------------------------------------------- validation of landing rows
@@ -249,11 +273,15 @@ def _parse_expr(col: Column, raw: pl.Expr) -> pl.Expr:
         return pl.when(ok).then(f).otherwise(None).cast(col.polars_type)
     if col.type == "bool":
         low = s.str.to_lowercase()
-        return pl.when(low.is_in(TRUE_WORDS)).then(True).when(low.is_in(FALSE_WORDS)).then(False).otherwise(None)
+        return (
+            pl.when(low.is_in(TRUE_WORDS)).then(True).when(low.is_in(FALSE_WORDS)).then(False).otherwise(None)
+        )
     if col.type == "date":
         return s.str.to_date("%Y-%m-%d", strict=False)
     if col.type == "timestamp":
-        return pl.coalesce([s.str.to_datetime(f, time_unit="us", time_zone="UTC", strict=False) for f in TIMESTAMP_FORMATS])
+        return pl.coalesce(
+            [s.str.to_datetime(f, time_unit="us", time_zone="UTC", strict=False) for f in TIMESTAMP_FORMATS]
+        )
     raise ContractError(f"no parser for type {col.type}")
 
 
@@ -263,7 +291,9 @@ def _error(reason: str, field_name: str, message: pl.Expr) -> pl.Expr:
     )
 
 
-def _column_errors(col: Column, raw: pl.Expr, parsed: pl.Expr, allowed: Mapping[str, frozenset[str]]) -> list[tuple[pl.Expr, pl.Expr]]:
+def _column_errors(
+    col: Column, raw: pl.Expr, parsed: pl.Expr, allowed: Mapping[str, frozenset[str]]
+) -> list[tuple[pl.Expr, pl.Expr]]:
     """(condition, error struct) pairs for one column, in priority order."""
     name = col.name
     unit = f" {col.unit}" if col.unit and col.unit not in ("count", "UTC") else ""
@@ -271,31 +301,83 @@ def _column_errors(col: Column, raw: pl.Expr, parsed: pl.Expr, allowed: Mapping[
     blank = raw.is_null() | (raw.str.strip_chars() == "")
     out: list[tuple[pl.Expr, pl.Expr]] = []
     if not col.nullable:
-        out.append((blank, _error("missing_required", name, pl.lit(f"required field '{name}' is missing or empty"))))
-    expected = {"timestamp": "an ISO-8601 timestamp (e.g. 2026-11-20T00:05:00Z)", "date": "a date YYYY-MM-DD",
-                "bool": "true or false"}.get(col.type, f"a value of type {col.type}")
-    out.append((~blank & parsed.is_null(),
-                _error("wrong_type", name, pl.format(f"'{name}' = {{}} is not {expected}", shown))))
+        out.append(
+            (blank, _error("missing_required", name, pl.lit(f"required field '{name}' is missing or empty")))
+        )
+    expected = {
+        "timestamp": "an ISO-8601 timestamp (e.g. 2026-11-20T00:05:00Z)",
+        "date": "a date YYYY-MM-DD",
+        "bool": "true or false",
+    }.get(col.type, f"a value of type {col.type}")
+    out.append(
+        (
+            ~blank & parsed.is_null(),
+            _error("wrong_type", name, pl.format(f"'{name}' = {{}} is not {expected}", shown)),
+        )
+    )
     if col.type == "float64":
-        out.append((parsed.is_not_null() & ~parsed.is_finite(),
-                    _error("not_finite", name, pl.format(f"'{name}' = {{}} is not a finite number", shown))))
+        out.append(
+            (
+                parsed.is_not_null() & ~parsed.is_finite(),
+                _error("not_finite", name, pl.format(f"'{name}' = {{}} is not a finite number", shown)),
+            )
+        )
     if col.min is not None:
-        out.append((parsed < col.min,
-                    _error("out_of_bounds", name, pl.format(f"'{name}' = {{}} is below the minimum {_fmt(col.min)}{unit}", shown))))
+        out.append(
+            (
+                parsed < col.min,
+                _error(
+                    "out_of_bounds",
+                    name,
+                    pl.format(f"'{name}' = {{}} is below the minimum {_fmt(col.min)}{unit}", shown),
+                ),
+            )
+        )
     if col.max is not None:
-        out.append((parsed > col.max,
-                    _error("out_of_bounds", name, pl.format(f"'{name}' = {{}} is above the maximum {_fmt(col.max)}{unit}", shown))))
+        out.append(
+            (
+                parsed > col.max,
+                _error(
+                    "out_of_bounds",
+                    name,
+                    pl.format(f"'{name}' = {{}} is above the maximum {_fmt(col.max)}{unit}", shown),
+                ),
+            )
+        )
     if col.enum:
-        out.append((parsed.is_not_null() & ~parsed.is_in(list(col.enum)),
-                    _error("unknown_value", name, pl.format(f"'{name}' = {{}} is not one of {', '.join(col.enum)}", shown))))
+        out.append(
+            (
+                parsed.is_not_null() & ~parsed.is_in(list(col.enum)),
+                _error(
+                    "unknown_value",
+                    name,
+                    pl.format(f"'{name}' = {{}} is not one of {', '.join(col.enum)}", shown),
+                ),
+            )
+        )
     if col.references and col.references in allowed:
         keys = sorted(allowed[col.references])
-        out.append((parsed.is_not_null() & ~parsed.is_in(keys),
-                    _error("unknown_value", name,
-                           pl.format(f"'{name}' = {{}} is not in the {col.references} (known: {', '.join(keys)})", shown))))
+        out.append(
+            (
+                parsed.is_not_null() & ~parsed.is_in(keys),
+                _error(
+                    "unknown_value",
+                    name,
+                    pl.format(
+                        f"'{name}' = {{}} is not in the {col.references} (known: {', '.join(keys)})", shown
+                    ),
+                ),
+            )
+        )
     if col.pattern:
-        out.append((parsed.is_not_null() & ~parsed.str.contains(col.pattern),
-                    _error("bad_pattern", name, pl.format(f"'{name}' = {{}} does not match {col.pattern}", shown))))
+        out.append(
+            (
+                parsed.is_not_null() & ~parsed.str.contains(col.pattern),
+                _error(
+                    "bad_pattern", name, pl.format(f"'{name}' = {{}} does not match {col.pattern}", shown)
+                ),
+            )
+        )
     return out
 
 
@@ -325,37 +407,64 @@ def validate_strings(
     allowed = allowed or {}
     cols = c.landing_columns
     raw_names = [n for n in frame.columns if n not in carry and n != raw_column]
-    present = frame.with_columns([pl.lit(None, dtype=pl.String).alias(col.name) for col in cols if col.name not in frame.columns])
+    present = frame.with_columns(
+        [pl.lit(None, dtype=pl.String).alias(col.name) for col in cols if col.name not in frame.columns]
+    )
     parsed = {col.name: _parse_expr(col, pl.col(col.name).cast(pl.String)) for col in cols}
     conditions: list[tuple[pl.Expr, pl.Expr]] = []
     for col in cols:
         conditions.extend(_column_errors(col, pl.col(col.name).cast(pl.String), parsed[col.name], allowed))
     chain = None
     for cond, err in conditions:
-        chain = pl.when(cond.fill_null(False)).then(err) if chain is None else chain.when(cond.fill_null(False)).then(err)
+        chain = (
+            pl.when(cond.fill_null(False)).then(err)
+            if chain is None
+            else chain.when(cond.fill_null(False)).then(err)
+        )
     error_expr = (chain.otherwise(None) if chain is not None else pl.lit(None)).alias("_error")
 
     staged = present.with_columns(
         error_expr,
-        (pl.col(raw_column) if raw_column else pl.struct([pl.col(n) for n in raw_names]).struct.json_encode()
-         if raw_names else pl.lit(None, pl.String)).alias("raw_record"),
+        (
+            pl.col(raw_column)
+            if raw_column
+            else pl.struct([pl.col(n) for n in raw_names]).struct.json_encode()
+            if raw_names
+            else pl.lit(None, pl.String)
+        ).alias("raw_record"),
         *[expr.alias(f"_p_{name}") for name, expr in parsed.items()],
     )
     # Row rules run on parsed values, only where the fields themselves are valid.
     for rule in c.row_rules:
         expr = pl.sql_expr(rule.expr)
-        renamed = staged.select([pl.col(f"_p_{col.name}").alias(col.name) for col in cols]).select(expr.alias("_ok")).to_series()
+        renamed = (
+            staged.select([pl.col(f"_p_{col.name}").alias(col.name) for col in cols])
+            .select(expr.alias("_ok"))
+            .to_series()
+        )
         staged = staged.with_columns(
             pl.when(pl.col("_error").is_null() & renamed.eq(False).fill_null(False))
-            .then(pl.struct(pl.lit(rule.reason).alias("reason_code"), pl.lit(rule.field).alias("field"),
-                            pl.lit(rule.message).alias("message")))
+            .then(
+                pl.struct(
+                    pl.lit(rule.reason).alias("reason_code"),
+                    pl.lit(rule.field).alias("field"),
+                    pl.lit(rule.message).alias("message"),
+                )
+            )
             .otherwise(pl.col("_error"))
             .alias("_error")
         )
     good = staged.filter(pl.col("_error").is_null())
     bad = staged.filter(pl.col("_error").is_not_null())
-    accepted = good.select([pl.col(n) for n in carry] + [pl.col(f"_p_{col.name}").cast(col.polars_type).alias(col.name) for col in cols])
-    rejected = bad.select([pl.col(n) for n in carry] + [pl.col("_error").struct.field(f) for f in ERROR_COLUMNS] + [pl.col("raw_record")])
+    accepted = good.select(
+        [pl.col(n) for n in carry]
+        + [pl.col(f"_p_{col.name}").cast(col.polars_type).alias(col.name) for col in cols]
+    )
+    rejected = bad.select(
+        [pl.col(n) for n in carry]
+        + [pl.col("_error").struct.field(f) for f in ERROR_COLUMNS]
+        + [pl.col("raw_record")]
+    )
     return Validated(accepted=accepted, rejected=rejected)
 
 

@@ -90,7 +90,9 @@ def table_glob(home: DataHome, table: str) -> str:
 
 
 def partition_days(home: DataHome, table: str) -> list[str]:
-    return [p.parent.name.removeprefix("day=") for p in table_files(home, table) if contract(table).partitioned_by]
+    return [
+        p.parent.name.removeprefix("day=") for p in table_files(home, table) if contract(table).partitioned_by
+    ]
 
 
 def drop_table(home: DataHome, table: str) -> None:

@@ -53,13 +53,18 @@ def changed_days(previous: dict[str, Signature], current: dict[str, Signature]) 
     for rel in sorted(set(previous) | set(current)):
         if previous.get(rel) != current.get(rel):
             sig = current.get(rel)
-            touched.setdefault(rel.split("/")[1], []).append(f"{rel}@{sig[0]}:{sig[1]}" if sig else f"{rel}@removed")
+            touched.setdefault(rel.split("/")[1], []).append(
+                f"{rel}@{sig[0]}:{sig[1]}" if sig else f"{rel}@removed"
+            )
     return [DayChange(day, tuple(files)) for day, files in sorted(touched.items())]
 
 
 def partition_row_counts(home: DataHome, table: str) -> dict[str, int]:
     """Rows per day of a partitioned table, from Parquet footers (no data read)."""
-    return {p.parent.name.removeprefix("day="): pq.ParquetFile(p).metadata.num_rows for p in lake.table_files(home, table)}
+    return {
+        p.parent.name.removeprefix("day="): pq.ParquetFile(p).metadata.num_rows
+        for p in lake.table_files(home, table)
+    }
 
 
 @dataclass(frozen=True)
@@ -72,17 +77,34 @@ class Anomaly:
     message: str
 
 
-def row_count_anomaly(history: dict[str, int], day: str, count: int, *, window: int = 7,
-                      low: float = 0.5, high: float = 2.0, min_days: int = 3) -> Anomaly:
+def row_count_anomaly(
+    history: dict[str, int],
+    day: str,
+    count: int,
+    *,
+    window: int = 7,
+    low: float = 0.5,
+    high: float = 2.0,
+    min_days: int = 3,
+) -> Anomaly:
     """Compare a day's row count with the median of the ``window`` days before it."""
     d = dt.date.fromisoformat(day)
-    prior = [history[k] for k in (str(d - dt.timedelta(days=i)) for i in range(1, window + 1)) if k in history]
+    prior = [
+        history[k] for k in (str(d - dt.timedelta(days=i)) for i in range(1, window + 1)) if k in history
+    ]
     if len(prior) < min_days:
-        return Anomaly(True, count, None, None, len(prior), f"only {len(prior)} earlier day(s) in the trailing week; not judged")
+        return Anomaly(
+            True,
+            count,
+            None,
+            None,
+            len(prior),
+            f"only {len(prior)} earlier day(s) in the trailing week; not judged",
+        )
     base = float(statistics.median(prior))
     ratio = count / base if base else (float("inf") if count else 1.0)
     ok = low <= ratio <= high
-    msg = (f"{count} rows vs a trailing-week median of {base:g} ({ratio:.2f}x)"
-           + ("" if ok else f": outside the expected {low:g}x..{high:g}x"))
+    msg = f"{count} rows vs a trailing-week median of {base:g} ({ratio:.2f}x)" + (
+        "" if ok else f": outside the expected {low:g}x..{high:g}x"
+    )
     return Anomaly(ok, count, base, ratio, len(prior), msg)
-

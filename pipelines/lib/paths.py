@@ -25,7 +25,7 @@ class DataHome:
     root: Path
 
     @classmethod
-    def resolve(cls, home: str | os.PathLike[str] | None = None) -> "DataHome":
+    def resolve(cls, home: str | os.PathLike[str] | None = None) -> DataHome:
         """``home``, else ``$FLEET_HOME``, else ``./data``; made absolute."""
         raw = home if home not in (None, "") else os.environ.get("FLEET_HOME") or DEFAULT_HOME
         return cls(Path(raw).expanduser().resolve())

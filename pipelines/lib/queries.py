@@ -28,7 +28,9 @@ def load(path: Path) -> CannedQuery:
     lines = path.read_text(encoding="utf-8").splitlines()
     if len(lines) < 2 or not lines[0].startswith("-- ") or not lines[1].startswith("-- params:"):
         raise ValueError(f"{path}: a canned query starts with '-- <description>' and '-- params: {{json}}'")
-    return CannedQuery(path.stem, lines[0][3:].strip(), json.loads(lines[1].split(":", 1)[1]), "\n".join(lines))
+    return CannedQuery(
+        path.stem, lines[0][3:].strip(), json.loads(lines[1].split(":", 1)[1]), "\n".join(lines)
+    )
 
 
 def canned() -> dict[str, CannedQuery]:

@@ -17,8 +17,16 @@ from pipelines.lib.lake import table_files, table_glob
 from pipelines.lib.paths import DataHome
 from pipelines.lib.sqlfiles import quote_literal, sql_text
 
-DUCKDB_TYPES = {"string": "VARCHAR", "int16": "SMALLINT", "int32": "INTEGER", "int64": "BIGINT", "float64": "DOUBLE",
-                "bool": "BOOLEAN", "date": "DATE", "timestamp": "TIMESTAMPTZ"}
+DUCKDB_TYPES = {
+    "string": "VARCHAR",
+    "int16": "SMALLINT",
+    "int32": "INTEGER",
+    "int64": "BIGINT",
+    "float64": "DOUBLE",
+    "bool": "BOOLEAN",
+    "date": "DATE",
+    "timestamp": "TIMESTAMPTZ",
+}
 
 
 def _ident(name: str) -> str:
@@ -30,8 +38,12 @@ def _ident(name: str) -> str:
 def view_sql(home: DataHome, table: str) -> str:
     """CREATE VIEW statement for one table: over its absolute Parquet glob, or typed and empty if no data yet."""
     if table_files(home, table):
-        return sql_text("views/lake_table.sql").format(view=_ident(table), files=quote_literal(table_glob(home, table)))
-    nulls = ", ".join(f"CAST(NULL AS {DUCKDB_TYPES[c.type]}) AS {_ident(c.name)}" for c in contract(table).columns)
+        return sql_text("views/lake_table.sql").format(
+            view=_ident(table), files=quote_literal(table_glob(home, table))
+        )
+    nulls = ", ".join(
+        f"CAST(NULL AS {DUCKDB_TYPES[c.type]}) AS {_ident(c.name)}" for c in contract(table).columns
+    )
     return sql_text("views/empty_table.sql").format(view=_ident(table), typed_nulls=nulls)
 
 
@@ -44,7 +56,9 @@ def publish_catalog(home: DataHome, tables: list[str] | None = None) -> dict[str
     with FileLock(str(target) + ".lock", timeout=600):
         for stale in target.parent.glob(target.name + ".building-*"):
             stale.unlink(missing_ok=True)
-        return _build_and_swap(home, tables, target, target.with_name(target.name + f".building-{os.getpid()}"))
+        return _build_and_swap(
+            home, tables, target, target.with_name(target.name + f".building-{os.getpid()}")
+        )
 
 
 def _build_and_swap(home: DataHome, tables: list[str], target: Path, building: Path) -> dict[str, int]:
@@ -55,11 +69,18 @@ def _build_and_swap(home: DataHome, tables: list[str], target: Path, building: P
             for table in tables:
                 c = contract(table)
                 con.execute(view_sql(home, table))
-                con.execute(sql_text("views/comment_view.sql").format(view=_ident(table), text=quote_literal(c.description)))
+                con.execute(
+                    sql_text("views/comment_view.sql").format(
+                        view=_ident(table), text=quote_literal(c.description)
+                    )
+                )
                 for col in c.columns:
                     doc = col.description + (f" [{col.unit}]" if col.unit else "")
-                    con.execute(sql_text("views/comment_column.sql").format(view=_ident(table), column=_ident(col.name),
-                                                                              text=quote_literal(doc)))
+                    con.execute(
+                        sql_text("views/comment_column.sql").format(
+                            view=_ident(table), column=_ident(col.name), text=quote_literal(doc)
+                        )
+                    )
                 counts[table] = con.execute(f"SELECT count(*) FROM {_ident(table)}").fetchone()[0]
             con.execute("CHECKPOINT")
         finally:

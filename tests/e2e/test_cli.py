@@ -10,8 +10,10 @@ pytestmark = pytest.mark.slow
 
 def test_fleet_demo_end_to_end(tmp_path):
     home = tmp_path / "home"
-    p = run([str(BIN / "fleet"), "demo", "--home", str(home), "--days", "2", "--runs-per-day", "15"],
-            env={"DAGSTER_HOME": ""})
+    p = run(
+        [str(BIN / "fleet"), "demo", "--home", str(home), "--days", "2", "--runs-per-day", "15"],
+        env={"DAGSTER_HOME": ""},
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     out = p.stdout
     assert f"report:  {home}/reports/fleet_report.html" in out

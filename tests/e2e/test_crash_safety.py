@@ -18,8 +18,11 @@ TABLES = ["runs", "utilisation_samples", "quarantine", "ingest_ledger", "extra_f
 
 
 def _ingest(home: DataHome) -> subprocess.Popen:
-    return subprocess.Popen([str(BIN / "fleet"), "ingest", "--home", str(home.root)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [str(BIN / "fleet"), "ingest", "--home", str(home.root)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
 
 
 def _lake_state(home: DataHome) -> dict[str, pl.DataFrame]:
@@ -35,7 +38,21 @@ def _lake_state(home: DataHome) -> dict[str, pl.DataFrame]:
 @pytest.fixture(scope="module")
 def landing(tmp_path_factory):
     src = DataHome.resolve(tmp_path_factory.mktemp("src"))
-    main(["synth", "--days", "3", "--start", "2026-11-20", "--runs-per-day", "40", "--seed", "3", "--out", str(src.landing)])
+    main(
+        [
+            "synth",
+            "--days",
+            "3",
+            "--start",
+            "2026-11-20",
+            "--runs-per-day",
+            "40",
+            "--seed",
+            "3",
+            "--out",
+            str(src.landing),
+        ]
+    )
     bad = src.landing / "acme" / "2026-11-21" / "runs.jsonl"  # some quarantine too
     bad.parent.mkdir(parents=True)
     bad.write_text('{"run_id": "broken"}\nnot json\n')

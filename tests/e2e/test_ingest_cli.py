@@ -18,19 +18,33 @@ def test_corpus_every_defect_named_and_every_row_reconciled(tmp_path):
     assert p.returncode == 0, p.stderr  # quarantining bad input is the job done, not a failure
     assert "ingested 1 day(s): 12 files, 34 rows in, 6 accepted, 28 quarantined" in p.stdout
     assert "quarantine entries file_truncated: 1" in p.stdout
-    expected = {(f, int(r)): reason for f, rows in json.loads((CORPUS / "expected.json").read_text()).items()
-                for r, reason in rows.items()}
+    expected = {
+        (f, int(r)): reason
+        for f, rows in json.loads((CORPUS / "expected.json").read_text()).items()
+        for r, reason in rows.items()
+    }
     assert len(expected) >= 20  # distinct defects
     # every reason code is exercised (a symlink out of landing cannot be copied in: see tests/unit/test_safety.py)
     from pipelines.lib.contracts import contract
 
-    assert set(expected.values()) == set(contract("quarantine").column("reason_code").enum) - {"file_outside_landing"}
+    assert set(expected.values()) == set(contract("quarantine").column("reason_code").enum) - {
+        "file_outside_landing"
+    }
     con = duckdb.connect(str(home / "warehouse" / "fleet.duckdb"), read_only=True)
     try:
-        got = {(f, r): reason for f, r, reason in con.execute(
-            "SELECT source_file, row_number, reason_code FROM quarantine").fetchall()}
-        messages = dict(((f, r), m) for f, r, m in con.execute("SELECT source_file, row_number, message FROM quarantine").fetchall())
-        ledger = con.execute("SELECT source_file, rows_in, rows_accepted, rows_quarantined, extra_columns FROM ingest_ledger").fetchall()
+        got = {
+            (f, r): reason
+            for f, r, reason in con.execute(
+                "SELECT source_file, row_number, reason_code FROM quarantine"
+            ).fetchall()
+        }
+        messages = dict(
+            ((f, r), m)
+            for f, r, m in con.execute("SELECT source_file, row_number, message FROM quarantine").fetchall()
+        )
+        ledger = con.execute(
+            "SELECT source_file, rows_in, rows_accepted, rows_quarantined, extra_columns FROM ingest_ledger"
+        ).fetchall()
         extras = con.execute("SELECT fields FROM extra_fields").fetchall()
         runs = sorted(r[0] for r in con.execute("SELECT run_id FROM runs").fetchall())
     finally:
@@ -38,7 +52,10 @@ def test_corpus_every_defect_named_and_every_row_reconciled(tmp_path):
     assert got == expected
     assert all(len(m) > 20 for m in messages.values())  # a sentence a person can act on
     assert "line 1 is 1,0" in messages[("acme/2026-11-20/runs-huge.jsonl.gz", 0)]
-    assert "identical to acme/2026-11-20/runs-a-first.jsonl" in messages[("acme/2026-11-20/runs-b-again.jsonl", 0)]
+    assert (
+        "identical to acme/2026-11-20/runs-a-first.jsonl"
+        in messages[("acme/2026-11-20/runs-b-again.jsonl", 0)]
+    )
     for source_file, rows_in, accepted, quarantined, _ in ledger:
         assert rows_in == accepted + quarantined, source_file
     assert dict((f, e) for f, *_, e in ledger)["acme/2026-11-20/runs.jsonl"] == "colour,team"

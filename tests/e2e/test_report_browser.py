@@ -11,10 +11,20 @@ from tests.integration.test_pipeline import materialized  # noqa: F401  (fixture
 
 pytestmark = pytest.mark.slow
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
-         # No network at all: a report that needed a CDN would render blank.
-         "--proxy-server=127.0.0.1:9", "--proxy-bypass-list=<-loopback>"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+    # No network at all: a report that needed a CDN would render blank.
+    "--proxy-server=127.0.0.1:9",
+    "--proxy-bypass-list=<-loopback>",
+]
 
 
 def test_report_renders_every_chart_offline(materialized, chromium, tmp_path):  # noqa: F811
@@ -23,8 +33,19 @@ def test_report_renders_every_chart_offline(materialized, chromium, tmp_path):  
     expected = len(re.findall(r'<div class="chart" id="chart-', page))
     assert expected >= 7
     url = home.report_path.as_uri()
-    dom = run([chromium, *FLAGS, f"--user-data-dir={tmp_path / 'p1'}", "--enable-logging=stderr", "--v=0",
-               "--virtual-time-budget=20000", "--dump-dom", url], timeout=180)
+    dom = run(
+        [
+            chromium,
+            *FLAGS,
+            f"--user-data-dir={tmp_path / 'p1'}",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--virtual-time-budget=20000",
+            "--dump-dom",
+            url,
+        ],
+        timeout=180,
+    )
     assert dom.returncode == 0, dom.stderr[-2000:]
     html = dom.stdout
     console = [ln for ln in dom.stderr.splitlines() if "CONSOLE" in ln]
@@ -34,8 +55,18 @@ def test_report_renders_every_chart_offline(materialized, chromium, tmp_path):  
     assert "chart failed" not in re.sub(r"<script.*?</script>", "", html, flags=re.S)
     assert "Recommendations" in html and 'class="card"' in html and "data freshness" in html
     shot = tmp_path / "report.png"
-    s = run([chromium, *FLAGS, f"--user-data-dir={tmp_path / 'p2'}", "--window-size=1400,3000",
-             "--virtual-time-budget=20000", f"--screenshot={shot}", url], timeout=180)
+    s = run(
+        [
+            chromium,
+            *FLAGS,
+            f"--user-data-dir={tmp_path / 'p2'}",
+            "--window-size=1400,3000",
+            "--virtual-time-budget=20000",
+            f"--screenshot={shot}",
+            url,
+        ],
+        timeout=180,
+    )
     assert s.returncode == 0 and shot.exists()
     stat = ImageStat.Stat(Image.open(shot).convert("L"))
     assert stat.stddev[0] > 20, f"screenshot looks blank (pixel stddev {stat.stddev[0]:.1f})"

@@ -27,8 +27,16 @@ def test_fleet_report_writes_html_png_and_svg(materialized, tmp_path, capsys):  
         assert Image.open(png).size[0] > 200
         assert svg.read_text().lstrip().startswith("<svg")
         assert f'href="charts/{name}.png"' in page
-    assert {"trainer_vs_ps", "server_counts", "hardware_fit", "whatif_sweeps", "placements", "calibration",
-            "fleet_trends", "run_explorer"} <= set(names)
+    assert {
+        "trainer_vs_ps",
+        "server_counts",
+        "hardware_fit",
+        "whatif_sweeps",
+        "placements",
+        "calibration",
+        "fleet_trends",
+        "run_explorer",
+    } <= set(names)
 
 
 def test_report_never_reads_raw_samples(materialized, tmp_path):  # noqa: F811

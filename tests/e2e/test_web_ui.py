@@ -26,8 +26,11 @@ def _free_port() -> int:
 
 
 def _graphql(port: int, query: str) -> dict:
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": query}).encode(),
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}/graphql",
+        data=json.dumps({"query": query}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(req, timeout=30) as resp:
         body = json.loads(resp.read())
     assert "errors" not in body, body
@@ -40,13 +43,26 @@ def dagster_dev(landed, tmp_path):
     dh.mkdir()
     shutil.copyfile(INSTANCE_TEMPLATE, dh / "dagster.yaml")
     port = _free_port()
-    env = {**os.environ, "DAGSTER_HOME": str(dh), "FLEET_HOME": str(landed.root), "DAGSTER_DISABLE_TELEMETRY": "1"}
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(dh),
+        "FLEET_HOME": str(landed.root),
+        "DAGSTER_DISABLE_TELEMETRY": "1",
+    }
     log = open(tmp_path / "dagster_dev.log", "w")
     # Reset SIGINT/SIGTERM: started from a shell without job control they are ignored, and dagster dev
     # would then never stop (../shared/notes/stack.md §3.4).
-    proc = subprocess.Popen([str(BIN / "dagster"), "dev", "-h", "127.0.0.1", "-p", str(port)], cwd=PROJECT_ROOT, env=env,
-                            stdout=log, stderr=subprocess.STDOUT,
-                            preexec_fn=lambda: (signal.signal(signal.SIGINT, signal.SIG_DFL), signal.signal(signal.SIGTERM, signal.SIG_DFL)))
+    proc = subprocess.Popen(
+        [str(BIN / "dagster"), "dev", "-h", "127.0.0.1", "-p", str(port)],
+        cwd=PROJECT_ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        preexec_fn=lambda: (
+            signal.signal(signal.SIGINT, signal.SIG_DFL),
+            signal.signal(signal.SIGTERM, signal.SIG_DFL),
+        ),
+    )
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -76,19 +92,39 @@ def test_ui_serves_graph_schedule_and_sensor_and_sensor_launches_one_run(dagster
     selector = f'{{repositoryName: "__repository__", repositoryLocationName: "{LOCATION}"}}'
     nodes = _graphql(port, "{ assetNodes { assetKey { path } groupName isPartitioned } }")["assetNodes"]
     keys = {"/".join(n["assetKey"]["path"]): n for n in nodes}
-    for table in ("runs", "utilisation_samples", "run_role_stats", "util_distribution", "trainer_vs_ps", "recommendations",
-                  "analyst_catalog", "fleet_report"):
+    for table in (
+        "runs",
+        "utilisation_samples",
+        "run_role_stats",
+        "util_distribution",
+        "trainer_vs_ps",
+        "recommendations",
+        "analyst_catalog",
+        "fleet_report",
+    ):
         assert table in keys
     assert keys["runs"]["isPartitioned"] and keys["runs"]["groupName"] == "raw"
-    schedules = _graphql(port, f"{{ schedulesOrError(repositorySelector: {selector}) {{ ... on Schedules {{ results {{ name cronSchedule scheduleState {{ status }} }} }} }} }}")
-    assert {(s["name"], s["cronSchedule"], s["scheduleState"]["status"]) for s in schedules["schedulesOrError"]["results"]} == {
-        ("nightly_schedule", "0 2 * * *", "RUNNING")}
-    sensors = _graphql(port, f"{{ sensorsOrError(repositorySelector: {selector}) {{ ... on Sensors {{ results {{ name sensorState {{ status }} }} }} }} }}")
-    assert {(s["name"], s["sensorState"]["status"]) for s in sensors["sensorsOrError"]["results"]} == {("landing_sensor", "RUNNING")}
+    schedules = _graphql(
+        port,
+        f"{{ schedulesOrError(repositorySelector: {selector}) {{ ... on Schedules {{ results {{ name cronSchedule scheduleState {{ status }} }} }} }} }}",
+    )
+    assert {
+        (s["name"], s["cronSchedule"], s["scheduleState"]["status"])
+        for s in schedules["schedulesOrError"]["results"]
+    } == {("nightly_schedule", "0 2 * * *", "RUNNING")}
+    sensors = _graphql(
+        port,
+        f"{{ sensorsOrError(repositorySelector: {selector}) {{ ... on Sensors {{ results {{ name sensorState {{ status }} }} }} }} }}",
+    )
+    assert {(s["name"], s["sensorState"]["status"]) for s in sensors["sensorsOrError"]["results"]} == {
+        ("landing_sensor", "RUNNING")
+    }
 
     # The daemon ticks the sensor: the landed day gets exactly one run, and it succeeds.
-    query = ('{ runsOrError(filter: {tags: [{key: "fleet/trigger", value: "landing_sensor"}]}) '
-             '{ ... on Runs { results { runId status tags { key value } } } } }')
+    query = (
+        '{ runsOrError(filter: {tags: [{key: "fleet/trigger", value: "landing_sensor"}]}) '
+        "{ ... on Runs { results { runId status tags { key value } } } } }"
+    )
     deadline, runs = time.monotonic() + 240, []
     while time.monotonic() < deadline:
         runs = _graphql(port, query)["runsOrError"]["results"]

@@ -37,8 +37,13 @@ def test_canned_query_runs(catalog, name):
 
 
 def test_query_parameters_are_bound_and_checked(catalog):
-    assert queries.run(catalog, "server_counts_ps_based", {"source": "nowhere'; DROP VIEW runs; --"}).height == 0
+    assert (
+        queries.run(catalog, "server_counts_ps_based", {"source": "nowhere'; DROP VIEW runs; --"}).height == 0
+    )
     assert queries.run(catalog, "server_counts_ps_based", {"source": "synthetic"}).height == 2
     with pytest.raises(KeyError, match="takes"):
         queries.run(catalog, "quarantine_by_reason", {"day": "x"})
-    assert queries.canned()["utilisation_quantiles_for_days"].defaults["n_bins"] == contract("util_distribution").parameters["n_bins"]
+    assert (
+        queries.canned()["utilisation_quantiles_for_days"].defaults["n_bins"]
+        == contract("util_distribution").parameters["n_bins"]
+    )

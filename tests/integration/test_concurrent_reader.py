@@ -3,8 +3,8 @@
 import duckdb
 
 from pipelines.lib import lake
-from pipelines.lib.warehouse import publish_catalog
 from pipelines.lib.ingest import ingest_partition
+from pipelines.lib.warehouse import publish_catalog
 from tests.conftest import DAY
 
 
@@ -21,7 +21,10 @@ def test_republish_while_an_analyst_reads(landed, hw, small_day):
         assert counts["runs"] == before + 3
         # The open session still answers (the old catalog file; its views glob the lake, so it sees new files too).
         assert analyst.execute("SELECT count(*) FROM runs").fetchone()[0] in (before, before + 3)
-        assert analyst.execute("SELECT count(*) FROM utilisation_samples").fetchone()[0] == small_day.samples.height
+        assert (
+            analyst.execute("SELECT count(*) FROM utilisation_samples").fetchone()[0]
+            == small_day.samples.height
+        )
     finally:
         analyst.close()
     fresh = duckdb.connect(str(landed.catalog_path), read_only=True)

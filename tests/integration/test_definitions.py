@@ -3,7 +3,6 @@
 import dagster as dg
 
 
-
 def test_definitions_load_and_validate(definitions):
     d = definitions
     dg.Definitions.validate_loadable(d)

@@ -27,7 +27,10 @@ def graph_snapshot(definitions) -> dict:
     return {
         "assets": assets,
         "jobs": sorted({j.name for j in definitions.jobs or []}),
-        "schedules": {s.name: definitions.resolve_schedule_def(s.name).cron_schedule for s in definitions.schedules or []},
+        "schedules": {
+            s.name: definitions.resolve_schedule_def(s.name).cron_schedule
+            for s in definitions.schedules or []
+        },
         "sensors": sorted(s.name for s in definitions.sensors or []),
     }
 
@@ -37,4 +40,6 @@ def test_definitions_match_snapshot(definitions):
     if os.environ.get("UPDATE_SNAPSHOTS") == "1" or not SNAPSHOT.exists():
         SNAPSHOT.parent.mkdir(exist_ok=True)
         SNAPSHOT.write_text(json.dumps(current, indent=2, sort_keys=True) + "\n")
-    assert current == json.loads(SNAPSHOT.read_text()), "asset graph changed; see the module docstring to update"
+    assert current == json.loads(SNAPSHOT.read_text()), (
+        "asset graph changed; see the module docstring to update"
+    )

@@ -13,8 +13,9 @@ from tests.conftest import DAY
 
 def _sensor(d, instance, home, cursor=None):
     sensor = d.resolve_sensor_def("landing_sensor")
-    with dg.build_sensor_context(instance=instance, cursor=cursor, definitions=d,
-                                 resources={"fleet": FleetHome(home=str(home.root))}) as ctx:
+    with dg.build_sensor_context(
+        instance=instance, cursor=cursor, definitions=d, resources={"fleet": FleetHome(home=str(home.root))}
+    ) as ctx:
         return sensor.evaluate_tick(ctx)
 
 
@@ -52,8 +53,10 @@ def test_nightly_schedule_runs_the_previous_day_at_two(definitions):
 
     schedule = definitions.resolve_schedule_def("nightly_schedule")
     with dg.instance_for_test() as instance:
-        ctx = dg.build_schedule_context(instance=instance,
-                                        scheduled_execution_time=dt.datetime(2026, 11, 21, 2, 0, tzinfo=dt.timezone.utc))
+        ctx = dg.build_schedule_context(
+            instance=instance,
+            scheduled_execution_time=dt.datetime(2026, 11, 21, 2, 0, tzinfo=dt.UTC),
+        )
         data = schedule.evaluate_tick(ctx)
     assert [r.partition_key for r in data.run_requests] == ["2026-11-20"]
 
@@ -69,15 +72,29 @@ def test_failing_blocking_check_stops_downstream_and_keeps_bad_rows_out(landed, 
     monkeypatch.setattr(ingest_module, "ingest_day", with_duplicated_run)
     d = definitions
     graph = d.resolve_asset_graph()
-    daily = [k for k in graph.get_all_asset_keys() if graph.get(k).is_materializable and graph.get(k).partitions_def]
+    daily = [
+        k
+        for k in graph.get_all_asset_keys()
+        if graph.get(k).is_materializable and graph.get(k).partitions_def
+    ]
     with dg.instance_for_test() as instance:
-        result = dg.materialize(d.assets, selection=daily, partition_key=DAY, instance=instance,
-                                resources={"fleet": FleetHome(home=str(landed.root))}, raise_on_error=False)
+        result = dg.materialize(
+            d.assets,
+            selection=daily,
+            partition_key=DAY,
+            instance=instance,
+            resources={"fleet": FleetHome(home=str(landed.root))},
+            raise_on_error=False,
+        )
         assert not result.success
         failed = [c for c in result.get_asset_check_evaluations() if not c.passed]
         done = {m.asset_key.to_user_string() for m in result.get_asset_materialization_events()}
     assert [(c.asset_key.to_user_string(), c.check_name) for c in failed] == [("runs", "unique_key")]
     assert failed[0].metadata["duplicated_rows"].value == 2
-    assert done == {"ingest_ledger", "quarantine", "extra_fields"}  # the explanation is written; nothing downstream ran
+    assert done == {
+        "ingest_ledger",
+        "quarantine",
+        "extra_fields",
+    }  # the explanation is written; nothing downstream ran
     assert not lake.partition_path(landed, "runs", DAY).exists()
     assert not lake.partition_path(landed, "run_role_stats", DAY).exists()

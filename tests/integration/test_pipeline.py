@@ -2,17 +2,28 @@
 
 import re
 
+import dagster as dg
 import duckdb
 import polars as pl
 import pytest
-import dagster as dg
 
 from pipelines.defs.resources import FleetHome
 from pipelines.lib import lake
 from tests.conftest import DAY
 
-VIEWS = ["runs", "utilisation_samples", "ingest_ledger", "quarantine", "run_role_stats", "util_distribution",
-         "util_summary", "trainer_vs_ps", "server_count_hist", "hardware_fit", "recommendations"]
+VIEWS = [
+    "runs",
+    "utilisation_samples",
+    "ingest_ledger",
+    "quarantine",
+    "run_role_stats",
+    "util_distribution",
+    "util_summary",
+    "trainer_vs_ps",
+    "server_count_hist",
+    "hardware_fit",
+    "recommendations",
+]
 
 
 def materialize_all(home, definitions, day: str = DAY):
@@ -24,7 +35,9 @@ def materialize_all(home, definitions, day: str = DAY):
     resources = {"fleet": FleetHome(home=str(home.root))}
     instance = dg.instance_for_test()
     inst = instance.__enter__()
-    r1 = dg.materialize(definitions.assets, selection=daily, partition_key=day, instance=inst, resources=resources)
+    r1 = dg.materialize(
+        definitions.assets, selection=daily, partition_key=day, instance=inst, resources=resources
+    )
     r2 = dg.materialize(definitions.assets, selection=merged, instance=inst, resources=resources)
     return instance, r1, r2
 
@@ -43,11 +56,17 @@ def test_every_asset_materialises_and_every_check_passes(materialized):
     assert r1.success and r2.success
     checks = r1.get_asset_check_evaluations()
     assert {(c.asset_key.to_user_string(), c.check_name) for c in checks} == {
-        ("ingest_ledger", "reconciles"), ("runs", "conforms_to_contract"), ("utilisation_samples", "conforms_to_contract"),
-        ("runs", "unique_key"), ("utilisation_samples", "unique_key"), ("runs", "row_count_vs_trailing_week")}
+        ("ingest_ledger", "reconciles"),
+        ("runs", "conforms_to_contract"),
+        ("utilisation_samples", "conforms_to_contract"),
+        ("runs", "unique_key"),
+        ("utilisation_samples", "unique_key"),
+        ("runs", "row_count_vs_trailing_week"),
+    }
     assert all(c.passed for c in checks)
-    materialized_keys = {m.asset_key.to_user_string() for m in r1.get_asset_materialization_events()} | \
-                        {m.asset_key.to_user_string() for m in r2.get_asset_materialization_events()}
+    materialized_keys = {m.asset_key.to_user_string() for m in r1.get_asset_materialization_events()} | {
+        m.asset_key.to_user_string() for m in r2.get_asset_materialization_events()
+    }
     assert set(VIEWS) | {"analyst_catalog", "fleet_report"} <= materialized_keys
 
 
@@ -56,7 +75,9 @@ def test_samples_in_equal_accepted_plus_quarantined(materialized, small_day):
     ledger = lake.read_partition(home, "ingest_ledger", DAY)
     samples = ledger.filter(pl.col("table_name") == "utilisation_samples")
     assert int(samples["rows_in"].sum()) == small_day.samples.height
-    assert int(samples["rows_in"].sum()) == int(samples["rows_accepted"].sum()) + int(samples["rows_quarantined"].sum())
+    assert int(samples["rows_in"].sum()) == int(samples["rows_accepted"].sum()) + int(
+        samples["rows_quarantined"].sum()
+    )
     assert lake.read_partition(home, "utilisation_samples", DAY).height == int(samples["rows_accepted"].sum())
 
 

@@ -9,10 +9,10 @@ import pytest
 
 from pipelines.defs.resources import FleetHome
 from pipelines.lib import adapters, lake
-from pipelines.lib.warehouse import publish_catalog
 from pipelines.lib.ingest import ingest_partition
 from pipelines.lib.paths import PROJECT_ROOT
 from pipelines.lib.sqlfiles import sql_text
+from pipelines.lib.warehouse import publish_catalog
 from synthetic_fleet.catalog import load_hardware
 
 REALDATA = PROJECT_ROOT.parent / "shared" / "realdata"
@@ -40,17 +40,32 @@ def test_pai_server_counts_reproduce_the_published_facts(home, definitions):
     hist = next(a for a in definitions.assets if "server_count_hist" in {k.to_user_string() for k in a.keys})
     with dg.instance_for_test() as instance:
         for day in days:
-            assert dg.materialize([hist], partition_key=day, instance=instance,
-                                  resources={"fleet": FleetHome(home=str(home.root))}).success
+            assert dg.materialize(
+                [hist],
+                partition_key=day,
+                instance=instance,
+                resources={"fleet": FleetHome(home=str(home.root))},
+            ).success
     publish_catalog(home)
     con = duckdb.connect(str(home.catalog_path), read_only=True)
     try:
-        rows = {r[0]: r for r in con.execute(sql_text("queries/server_counts_ps_based.sql"), {"source": "pai"}).fetchall()}
-        reasons = dict(con.execute("SELECT reason_code || '/' || field, count(*) FROM quarantine GROUP BY 1").fetchall())
+        rows = {
+            r[0]: r
+            for r in con.execute(sql_text("queries/server_counts_ps_based.sql"), {"source": "pai"}).fetchall()
+        }
+        reasons = dict(
+            con.execute("SELECT reason_code || '/' || field, count(*) FROM quarantine GROUP BY 1").fetchall()
+        )
     finally:
         con.close()
     role, runs, median, mean, mx, share1, *_ = rows["sparse_ps"]
-    assert (runs, median, mx, round(share1 * 100, 1), round(mean, 2)) == (833, 1, 50, 64.5, 2.97)  # README facts
+    assert (runs, median, mx, round(share1 * 100, 1), round(mean, 2)) == (
+        833,
+        1,
+        50,
+        64.5,
+        2.97,
+    )  # README facts
     role, runs, median, mean, mx, *_ = rows["trainer"]
     assert (runs, median, mx, round(mean, 1)) == (833, 10, 200, 16.4)
     # Jobs that are not training runs are quarantined with a reason, never dropped.
@@ -74,24 +89,46 @@ def test_mlperf_runs_deduplicated_units_normalised_and_the_truncated_log_quarant
     runs = lake.read_table(home, "runs")
     q = lake.read_table(home, "quarantine")
     assert runs.height == 1140 and runs["run_id"].n_unique() == 1140  # 1,141 independent runs, one truncated
-    assert q.filter(pl.col("reason_code") == "duplicate_key").height == 144 + 12  # re-posts + raw logs of known runs
+    assert (
+        q.filter(pl.col("reason_code") == "duplicate_key").height == 144 + 12
+    )  # re-posts + raw logs of known runs
     truncated = q.filter(pl.col("reason_code") == "missing_required")
     assert truncated.height == 1 and "ESCN4A-E11" in truncated["raw_record"][0]
     hw = load_hardware(home.user_catalog_dir / "hardware.yaml")
-    dgx = [p for p in hw.platforms.values() if p.source == "mlperf_training_dlrm" and "dgxa100_n14" in p.name][0]
-    assert (dgx.gpus, dgx.hbm_gb_per_gpu, dgx.dram_gb) == (8, 80.0, 2000.0)  # "80GB"-style and "2 TB"-style strings
+    dgx = [
+        p for p in hw.platforms.values() if p.source == "mlperf_training_dlrm" and "dgxa100_n14" in p.name
+    ][0]
+    assert (dgx.gpus, dgx.hbm_gb_per_gpu, dgx.dram_gb) == (
+        8,
+        80.0,
+        2000.0,
+    )  # "80GB"-style and "2 TB"-style strings
     assert not any(p.modelled for p in hw.platforms.values() if p.source == "mlperf_training_dlrm")
     # Checkable fact: dlrm time-to-train, CPU-only vs accelerated (README of the data).
-    gpus = pl.DataFrame([(p.name, p.gpus) for p in hw.platforms.values()], schema=["platform", "gpus"], orient="row")
-    ttt = (runs.filter((pl.col("model_name") == "dlrm") & (pl.col("status") == "succeeded")).join(gpus, on="platform")
-           .with_columns(((pl.col("end_ts") - pl.col("start_ts")).dt.total_milliseconds() / 60000).alias("minutes"))
-           .group_by(pl.col("gpus") == 0).agg(pl.len(), pl.col("minutes").median()).sort("gpus"))
+    gpus = pl.DataFrame(
+        [(p.name, p.gpus) for p in hw.platforms.values()], schema=["platform", "gpus"], orient="row"
+    )
+    ttt = (
+        runs.filter((pl.col("model_name") == "dlrm") & (pl.col("status") == "succeeded"))
+        .join(gpus, on="platform")
+        .with_columns(
+            ((pl.col("end_ts") - pl.col("start_ts")).dt.total_milliseconds() / 60000).alias("minutes")
+        )
+        .group_by(pl.col("gpus") == 0)
+        .agg(pl.len(), pl.col("minutes").median())
+        .sort("gpus")
+    )
     (_, n_acc, acc), (_, n_cpu, cpu) = ttt.rows()
     assert (n_cpu, round(cpu, 1), n_acc, round(acc, 2)) == (45, 45.2, 287, 1.94)
 
 
 def test_capacity_strings_are_normalised():
-    got = pl.DataFrame({"t": ["2.0 TB", "143771 MiB", "141G", "2TiB", "512GB", "1.5TB", "24 GiB", "N/A", "TODO", None]}).select(
-        adapters.capacity_gb(pl.col("t")).round(2)).to_series().to_list()
+    got = (
+        pl.DataFrame(
+            {"t": ["2.0 TB", "143771 MiB", "141G", "2TiB", "512GB", "1.5TB", "24 GiB", "N/A", "TODO", None]}
+        )
+        .select(adapters.capacity_gb(pl.col("t")).round(2))
+        .to_series()
+        .to_list()
+    )
     assert got == [2000.0, 150.75, 141.0, 2199.02, 512.0, 1500.0, 25.77, None, None, None]
-

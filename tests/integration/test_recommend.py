@@ -3,7 +3,6 @@
 import json
 
 import numpy as np
-
 import polars as pl
 import pytest
 
@@ -24,17 +23,22 @@ def correction(fleet, hw):
 
 
 def _best(models, hw, fleet, correction, model, objective, platforms=None):
-    res = observed(recommend(workload_of_model(models[model]), hw, fleet, correction, objective, platforms), fleet)
+    res = observed(
+        recommend(workload_of_model(models[model]), hw, fleet, correction, objective, platforms), fleet
+    )
     return res, res.filter(pl.col("recommended")).row(0, named=True)
 
 
-@pytest.mark.parametrize("model, objective, platforms, want", [
-    ("M1prod", "throughput", ["cpu", "big_basin"], ("big_basin", "gpu_hbm")),
-    ("M1prod", "perf_per_watt", ["cpu", "big_basin"], ("big_basin", "gpu_hbm")),
-    ("M2prod", "throughput", ["cpu", "big_basin"], ("cpu", "remote_ps")),
-    ("M2prod", "perf_per_watt", ["cpu", "big_basin"], ("big_basin", "gpu_hbm")),
-    ("M3prod", "throughput", None, ("zion", "system_memory")),
-])
+@pytest.mark.parametrize(
+    "model, objective, platforms, want",
+    [
+        ("M1prod", "throughput", ["cpu", "big_basin"], ("big_basin", "gpu_hbm")),
+        ("M1prod", "perf_per_watt", ["cpu", "big_basin"], ("big_basin", "gpu_hbm")),
+        ("M2prod", "throughput", ["cpu", "big_basin"], ("cpu", "remote_ps")),
+        ("M2prod", "perf_per_watt", ["cpu", "big_basin"], ("big_basin", "gpu_hbm")),
+        ("M3prod", "throughput", None, ("zion", "system_memory")),
+    ],
+)
 def test_recommendations_follow_the_paper(models, hw, fleet, correction, model, objective, platforms, want):
     res, best = _best(models, hw, fleet, correction, model, objective, platforms)
     assert (best["platform"], best["placement"]) == want
@@ -49,7 +53,10 @@ def test_cross_validated_error_is_reported(fleet, hw, correction, models):
     assert correction.active and correction.n_groups == 3
     assert 0 < correction.cv_mdape_corrected < 0.5 and correction.cv_mdape_analytical is not None
     res, best = _best(models, hw, fleet, correction, "M1prod", "throughput")
-    assert best["basis"] == "analytical model + fleet correction" and best["cv_mdape"] == correction.cv_mdape_corrected
+    assert (
+        best["basis"] == "analytical model + fleet correction"
+        and best["cv_mdape"] == correction.cv_mdape_corrected
+    )
 
 
 def test_with_too_few_runs_the_analytical_model_answers_alone_and_says_so(fleet, hw, models):
@@ -62,21 +69,42 @@ def test_with_too_few_runs_the_analytical_model_answers_alone_and_says_so(fleet,
 
 def test_options_that_do_not_fit_say_by_how_much(models, hw, fleet, correction):
     res, _ = _best(models, hw, fleet, correction, "M3prod", "throughput")
-    bb = res.filter((pl.col("platform") == "big_basin") & (pl.col("placement") == "gpu_hbm")).row(0, named=True)
+    bb = res.filter((pl.col("platform") == "big_basin") & (pl.col("placement") == "gpu_hbm")).row(
+        0, named=True
+    )
     assert not bb["fits"] and bb["p50_throughput_eps"] is None and "382.4 GB short" in bb["explanation"]
 
 
 def test_cpu_counts_outside_the_fleet_are_flagged(models, hw, fleet, correction):
     few_ps = Fleet(fleet.runs.filter((pl.col("platform") != "cpu") | (pl.col("n_sparse_ps") <= 5)))
     res = recommend(workload_of_model(models["M2prod"]), hw, few_ps, correction, "throughput", ["cpu"])
-    assert "sparse PS" in res.row(0, named=True)["count_flags"] and "outside the fleet's" in res.row(0, named=True)["count_flags"]
+    assert (
+        "sparse PS" in res.row(0, named=True)["count_flags"]
+        and "outside the fleet's" in res.row(0, named=True)["count_flags"]
+    )
 
 
 def test_recommend_cli_with_a_workload_file(tmp_path, capsys, home):
     cfg = tmp_path / "ranker.yaml"
-    cfg.write_text("n_dense_features: 2048\nn_sparse_features: 8\nembedding_dim: 64\nembedding_gb: 12\n"
-                   "mean_lookups_per_table: 10\nbottom_mlp: 2048-1024-64\ntop_mlp: 512-256-1\ninteraction: dot\n")
-    assert main(["recommend", "--config", str(cfg), "--objective", "perf_per_watt", "--json", "--home", str(home.root)]) == 0
+    cfg.write_text(
+        "n_dense_features: 2048\nn_sparse_features: 8\nembedding_dim: 64\nembedding_gb: 12\n"
+        "mean_lookups_per_table: 10\nbottom_mlp: 2048-1024-64\ntop_mlp: 512-256-1\ninteraction: dot\n"
+    )
+    assert (
+        main(
+            [
+                "recommend",
+                "--config",
+                str(cfg),
+                "--objective",
+                "perf_per_watt",
+                "--json",
+                "--home",
+                str(home.root),
+            ]
+        )
+        == 0
+    )
     data = json.loads(capsys.readouterr().out)
     assert data["workload"]["model_name"] == "ranker" and data["objective"] == "perf_per_watt"
     assert sum(o["recommended"] for o in data["options"]) == 1
@@ -101,17 +129,36 @@ def test_recommend_for_an_observed_run_and_with_overrides(capsys, home, hw, mode
     from synthetic_fleet.sampler import sample_day
 
     day = sample_day("2026-11-20", 12, 5, hw, models)
-    runs = day.runs.with_columns(pl.lit(dt.date(2026, 11, 20)).alias("day"), pl.lit("synthetic").alias("source"))
+    runs = day.runs.with_columns(
+        pl.lit(dt.date(2026, 11, 20)).alias("day"), pl.lit("synthetic").alias("source")
+    )
     lake.write_partition(home, "runs", "2026-11-20", runs)
     run_id = runs.filter(pl.col("model_name") == "M3prod")["run_id"][0]
     assert main(["recommend", "--run", run_id, "--json", "--home", str(home.root)]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["workload"]["model_name"] == "M3prod" and len(data["options"]) >= 8
-    assert main(["recommend", "--model", "M1prod", "--set", "embedding_gb=500", "--set", "n_dense_features=64",
-                 "--json", "--home", str(home.root)]) == 0
+    assert (
+        main(
+            [
+                "recommend",
+                "--model",
+                "M1prod",
+                "--set",
+                "embedding_gb=500",
+                "--set",
+                "n_dense_features=64",
+                "--json",
+                "--home",
+                str(home.root),
+            ]
+        )
+        == 0
+    )
     data = json.loads(capsys.readouterr().out)
     assert data["workload"]["bottom_mlp"].startswith("64-") and data["workload"]["embedding_gb"] == 500
-    assert not next(o for o in data["options"] if o["platform"] == "big_basin" and o["placement"] == "gpu_hbm")["fits"]
+    assert not next(
+        o for o in data["options"] if o["platform"] == "big_basin" and o["placement"] == "gpu_hbm"
+    )["fits"]
     assert main(["recommend", "--run", "nope", "--home", str(home.root)]) == 2
     assert "no run 'nope' in the lake" in capsys.readouterr().err
 
@@ -121,7 +168,7 @@ def test_correction_features_keep_the_option_order_they_were_fitted_with(fleet, 
 
     cand = candidates(workload_of_model(models["M1prod"]), hw, fleet, ["zion"])  # a subset, in another order
     X = _feature_frame(cand, np.ones(cand.height), correction.options)
-    onehot = X[:, -len(correction.options):]
+    onehot = X[:, -len(correction.options) :]
     for i, row in enumerate(cand.iter_rows(named=True)):
         option = f"{row['platform']}/{row['placement']}"
         assert onehot[i].sum() == (1 if option in correction.options else 0)

@@ -12,10 +12,20 @@ def test_trainer_vs_ps_shows_the_paper_pattern_per_model_on_cpu_clusters(tmp_pat
     files = []
     for day in ("2026-11-01", "2026-11-02"):
         fleet = sample_day(day, 110, 2021, hw, models)
-        runs = fleet.runs.with_columns(pl.lit(day).str.to_date().alias("day"), pl.lit("synthetic").alias("source"))
+        runs = fleet.runs.with_columns(
+            pl.lit(day).str.to_date().alias("day"), pl.lit("synthetic").alias("source")
+        )
         stats = analytics.run_role_stats(runs, fleet.samples, day)
-        files.append(str(lake.write_partition(home, "util_distribution", day,
-                                              analytics.util_distribution(runs, fleet.samples, stats, day))))
+        files.append(
+            str(
+                lake.write_partition(
+                    home,
+                    "util_distribution",
+                    day,
+                    analytics.util_distribution(runs, fleet.samples, stats, day),
+                )
+            )
+        )
     _, tvp = analytics.merged_summaries(files)
     cpu = tvp.filter((pl.col("platform") == "cpu") & (pl.col("ps_role") == "sparse_ps"))
     assert cpu.height == 3 * 4  # three models x cpu, mem_cap, mem_bw, net_bw

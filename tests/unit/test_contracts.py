@@ -4,11 +4,28 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
-from pipelines.lib.contracts import (conformance_violations, contract, contracts, key_duplicates, table_schema,
-                                     validate_strings)
+from pipelines.lib.contracts import (
+    conformance_violations,
+    contract,
+    contracts,
+    key_duplicates,
+    table_schema,
+    validate_strings,
+)
 
-VIEWS = ["runs", "utilisation_samples", "ingest_ledger", "quarantine", "run_role_stats", "util_distribution",
-         "util_summary", "trainer_vs_ps", "server_count_hist", "hardware_fit", "recommendations"]
+VIEWS = [
+    "runs",
+    "utilisation_samples",
+    "ingest_ledger",
+    "quarantine",
+    "run_role_stats",
+    "util_distribution",
+    "util_summary",
+    "trainer_vs_ps",
+    "server_count_hist",
+    "hardware_fit",
+    "recommendations",
+]
 PLATFORMS = {"hardware_catalog": frozenset({"cpu", "big_basin", "zion"})}
 
 
@@ -37,38 +54,53 @@ def test_units_and_bounds_of_utilisation_are_declared():
 
 
 def _sample(**over):
-    row = {"run_id": "r1", "server_id": "s1", "role": "trainer", "ts": "2026-11-20T00:05:00Z", "cpu_util": "0.5",
-           "mem_cap_util": "0.2", "mem_bw_util": "0.1", "net_bw_util": "0.3", "gpu_util": None, "gpu_mem_util": None,
-           "power_w": "250"}
+    row = {
+        "run_id": "r1",
+        "server_id": "s1",
+        "role": "trainer",
+        "ts": "2026-11-20T00:05:00Z",
+        "cpu_util": "0.5",
+        "mem_cap_util": "0.2",
+        "mem_bw_util": "0.1",
+        "net_bw_util": "0.3",
+        "gpu_util": None,
+        "gpu_mem_util": None,
+        "power_w": "250",
+    }
     row.update(over)
     return row
 
 
 def _validate(rows, table="utilisation_samples"):
-    frame = pl.DataFrame(rows, schema={k: pl.String for k in rows[0]}).with_row_index("_row_number", offset=1)
+    frame = pl.DataFrame(rows, schema=dict.fromkeys(rows[0], pl.String)).with_row_index("_row_number", offset=1)
     return validate_strings(frame, contract(table), carry=("_row_number",), allowed=PLATFORMS)
 
 
 def test_good_rows_are_typed_and_accepted():
-    v = _validate([_sample(), _sample(ts="2026-11-20 00:10:00", cpu_util="1"), _sample(ts="2026-11-20T01:15:00+01:00")])
+    v = _validate(
+        [_sample(), _sample(ts="2026-11-20 00:10:00", cpu_util="1"), _sample(ts="2026-11-20T01:15:00+01:00")]
+    )
     assert v.rejected.height == 0
     assert v.accepted.schema["ts"] == pl.Datetime("us", "UTC")
     assert v.accepted["ts"].dt.to_string("%H:%M").to_list() == ["00:05", "00:10", "00:15"]
     assert v.accepted["gpu_util"].null_count() == 3
 
 
-@pytest.mark.parametrize("override, reason, field, words", [
-    ({"run_id": None}, "missing_required", "run_id", "missing"),
-    ({"run_id": "  "}, "missing_required", "run_id", "missing"),
-    ({"cpu_util": "high"}, "wrong_type", "cpu_util", "'cpu_util' = high is not a value of type float64"),
-    ({"ts": "yesterday"}, "wrong_type", "ts", "ISO-8601"),
-    ({"cpu_util": "1.7"}, "out_of_bounds", "cpu_util", "above the maximum 1 fraction"),
-    ({"net_bw_util": "-0.1"}, "out_of_bounds", "net_bw_util", "below the minimum 0"),
-    ({"power_w": "-5"}, "out_of_bounds", "power_w", "below the minimum 0 W"),
-    ({"mem_bw_util": "NaN"}, "not_finite", "mem_bw_util", "not a finite number"),
-    ({"gpu_util": "inf"}, "not_finite", "gpu_util", "not a finite number"),
-    ({"role": "worker"}, "unknown_value", "role", "not one of trainer, sparse_ps, dense_ps, reader"),
-])
+@pytest.mark.parametrize(
+    "override, reason, field, words",
+    [
+        ({"run_id": None}, "missing_required", "run_id", "missing"),
+        ({"run_id": "  "}, "missing_required", "run_id", "missing"),
+        ({"cpu_util": "high"}, "wrong_type", "cpu_util", "'cpu_util' = high is not a value of type float64"),
+        ({"ts": "yesterday"}, "wrong_type", "ts", "ISO-8601"),
+        ({"cpu_util": "1.7"}, "out_of_bounds", "cpu_util", "above the maximum 1 fraction"),
+        ({"net_bw_util": "-0.1"}, "out_of_bounds", "net_bw_util", "below the minimum 0"),
+        ({"power_w": "-5"}, "out_of_bounds", "power_w", "below the minimum 0 W"),
+        ({"mem_bw_util": "NaN"}, "not_finite", "mem_bw_util", "not a finite number"),
+        ({"gpu_util": "inf"}, "not_finite", "gpu_util", "not a finite number"),
+        ({"role": "worker"}, "unknown_value", "role", "not one of trainer, sparse_ps, dense_ps, reader"),
+    ],
+)
 def test_bad_sample_rows_are_rejected_with_reason_field_and_message(override, reason, field, words):
     v = _validate([_sample(), _sample(**override)])
     assert v.accepted.height == 1
@@ -79,25 +111,48 @@ def test_bad_sample_rows_are_rejected_with_reason_field_and_message(override, re
 
 
 def _run(**over):
-    row = {"run_id": "r1", "start_ts": "2026-11-20T01:00:00Z", "end_ts": "2026-11-20T02:00:00Z", "status": "succeeded",
-           "model_name": "M1prod", "n_dense_features": "512", "n_sparse_features": "40", "n_tables": "40",
-           "embedding_dim": "64", "embedding_gb": "40.5", "mean_lookups_per_table": "20", "bottom_mlp": "512-256-64",
-           "top_mlp": "512-1", "interaction": "dot", "batch_size": "512", "platform": "cpu", "placement": "remote_ps",
-           "n_trainers": "16", "n_sparse_ps": "4", "n_dense_ps": "2", "n_readers": "16", "throughput_eps": "1000",
-           "power_w": "9000", "normalized_entropy": None}
+    row = {
+        "run_id": "r1",
+        "start_ts": "2026-11-20T01:00:00Z",
+        "end_ts": "2026-11-20T02:00:00Z",
+        "status": "succeeded",
+        "model_name": "M1prod",
+        "n_dense_features": "512",
+        "n_sparse_features": "40",
+        "n_tables": "40",
+        "embedding_dim": "64",
+        "embedding_gb": "40.5",
+        "mean_lookups_per_table": "20",
+        "bottom_mlp": "512-256-64",
+        "top_mlp": "512-1",
+        "interaction": "dot",
+        "batch_size": "512",
+        "platform": "cpu",
+        "placement": "remote_ps",
+        "n_trainers": "16",
+        "n_sparse_ps": "4",
+        "n_dense_ps": "2",
+        "n_readers": "16",
+        "throughput_eps": "1000",
+        "power_w": "9000",
+        "normalized_entropy": None,
+    }
     row.update(over)
     return row
 
 
-@pytest.mark.parametrize("override, reason, field", [
-    ({"platform": "tpu_pod"}, "unknown_value", "platform"),
-    ({"placement": "ssd"}, "unknown_value", "placement"),
-    ({"n_trainers": "2.5"}, "wrong_type", "n_trainers"),
-    ({"n_sparse_ps": "-1"}, "out_of_bounds", "n_sparse_ps"),
-    ({"bottom_mlp": "512x256"}, "bad_pattern", "bottom_mlp"),
-    ({"end_ts": "2026-11-20T00:30:00Z"}, "out_of_bounds", "end_ts"),
-    ({"n_readers": "3e12"}, "wrong_type", "n_readers"),
-])
+@pytest.mark.parametrize(
+    "override, reason, field",
+    [
+        ({"platform": "tpu_pod"}, "unknown_value", "platform"),
+        ({"placement": "ssd"}, "unknown_value", "placement"),
+        ({"n_trainers": "2.5"}, "wrong_type", "n_trainers"),
+        ({"n_sparse_ps": "-1"}, "out_of_bounds", "n_sparse_ps"),
+        ({"bottom_mlp": "512x256"}, "bad_pattern", "bottom_mlp"),
+        ({"end_ts": "2026-11-20T00:30:00Z"}, "out_of_bounds", "end_ts"),
+        ({"n_readers": "3e12"}, "wrong_type", "n_readers"),
+    ],
+)
 def test_bad_run_rows_are_rejected(override, reason, field):
     v = _validate([_run(), _run(**override)], table="runs")
     assert v.accepted.height == 1 and v.rejected.height == 1
@@ -116,11 +171,18 @@ def test_integral_floats_are_accepted_for_integer_columns():
 
 def test_conformance_catches_broken_partitions():
     c = contract("server_count_hist")
-    frame = pl.DataFrame({
-        "day": ["2026-01-01", "2026-01-01"], "source": ["s", "s"], "platform": ["cpu", "cpu"],
-        "model_name": ["M1prod", "M1prod"], "ps_based": [True, True], "role": ["trainer", "trainer"],
-        "n_servers": [16, 16], "n_runs": [3, 0],
-    }).with_columns(pl.col("day").str.to_date(), pl.col("n_servers").cast(pl.Int32))
+    frame = pl.DataFrame(
+        {
+            "day": ["2026-01-01", "2026-01-01"],
+            "source": ["s", "s"],
+            "platform": ["cpu", "cpu"],
+            "model_name": ["M1prod", "M1prod"],
+            "ps_based": [True, True],
+            "role": ["trainer", "trainer"],
+            "n_servers": [16, 16],
+            "n_runs": [3, 0],
+        }
+    ).with_columns(pl.col("day").str.to_date(), pl.col("n_servers").cast(pl.Int32))
     problems = conformance_violations(frame, c)
     assert any("n_runs: values below 1" in p for p in problems)
     assert key_duplicates(frame, c) == 2

@@ -15,14 +15,23 @@ values = st.lists(st.floats(min_value=0, max_value=1, allow_nan=False), min_size
 
 
 def _day_frames(day: str, trainer: list[float], ps: list[float]) -> tuple[pl.DataFrame, pl.DataFrame]:
-    start = dt.datetime.fromisoformat(day).replace(tzinfo=dt.timezone.utc)
-    runs = pl.DataFrame({"run_id": [f"{day}-r"], "model_name": ["M1prod"], "platform": ["cpu"], "placement": ["remote_ps"]})
-    rows = [(f"{day}-r", "t0", "trainer", v, i) for i, v in enumerate(trainer)] + \
-           [(f"{day}-r", "p0", "sparse_ps", v, i) for i, v in enumerate(ps)]
-    samples = pl.DataFrame(rows, schema=["run_id", "server_id", "role", "v", "i"], orient="row").with_columns(
-        (pl.lit(start) + pl.duration(minutes=pl.col("i") * 5)).alias("ts"),
-        *[pl.col("v").alias(c) for c in UTIL], pl.lit(None, pl.Float64).alias("gpu_util"), pl.lit(None, pl.Float64).alias("gpu_mem_util"),
-    ).drop("v", "i")
+    start = dt.datetime.fromisoformat(day).replace(tzinfo=dt.UTC)
+    runs = pl.DataFrame(
+        {"run_id": [f"{day}-r"], "model_name": ["M1prod"], "platform": ["cpu"], "placement": ["remote_ps"]}
+    )
+    rows = [(f"{day}-r", "t0", "trainer", v, i) for i, v in enumerate(trainer)] + [
+        (f"{day}-r", "p0", "sparse_ps", v, i) for i, v in enumerate(ps)
+    ]
+    samples = (
+        pl.DataFrame(rows, schema=["run_id", "server_id", "role", "v", "i"], orient="row")
+        .with_columns(
+            (pl.lit(start) + pl.duration(minutes=pl.col("i") * 5)).alias("ts"),
+            *[pl.col("v").alias(c) for c in UTIL],
+            pl.lit(None, pl.Float64).alias("gpu_util"),
+            pl.lit(None, pl.Float64).alias("gpu_mem_util"),
+        )
+        .drop("v", "i")
+    )
     return runs, samples
 
 
@@ -33,7 +42,13 @@ def _summaries(tmp_path, days: list[tuple[list[float], list[float]]]):
         day = f"2026-01-{k + 1:02d}"
         runs, samples = _day_frames(day, trainer, ps)
         stats = analytics.run_role_stats(runs, samples, day)
-        files.append(str(lake.write_partition(home, "util_distribution", day, analytics.util_distribution(runs, samples, stats, day))))
+        files.append(
+            str(
+                lake.write_partition(
+                    home, "util_distribution", day, analytics.util_distribution(runs, samples, stats, day)
+                )
+            )
+        )
     return analytics.merged_summaries(files)
 
 
@@ -44,11 +59,21 @@ def test_merged_quantiles_within_one_bin_of_exact(tmp_path_factory, days):
     width = 1 / analytics.N_BINS
     for role, idx in (("trainer", 0), ("sparse_ps", 1)):
         exact = np.array([v for d in days for v in d[idx]])
-        row = summary.filter((pl.col("statistic") == "sample") & (pl.col("role") == role) & (pl.col("resource") == "cpu")
-                             & (pl.col("model_name") == "*")).row(0, named=True)
+        row = summary.filter(
+            (pl.col("statistic") == "sample")
+            & (pl.col("role") == role)
+            & (pl.col("resource") == "cpu")
+            & (pl.col("model_name") == "*")
+        ).row(0, named=True)
         assert row["n"] == exact.size
-        for q, col in ((0.05, "p5_util"), (0.25, "p25_util"), (0.5, "p50_util"), (0.75, "p75_util"),
-                       (0.95, "p95_util"), (0.99, "p99_util")):
+        for q, col in (
+            (0.05, "p5_util"),
+            (0.25, "p25_util"),
+            (0.5, "p50_util"),
+            (0.75, "p75_util"),
+            (0.95, "p95_util"),
+            (0.99, "p99_util"),
+        ):
             assert abs(row[col] - np.quantile(exact, q, method="inverted_cdf")) <= width + 1e-12
         assert abs(row["mean_util"] - exact.mean()) <= width / 2 + 1e-12
         assert row["iqr_util"] >= 0 and row["upper_tail_util"] >= 0
@@ -72,7 +97,9 @@ def test_trainer_vs_ps_compares_the_two_distributions(tmp_path):
     trainer = list(np.clip(rng.normal(0.6, 0.03, 400), 0, 1))
     ps = list(np.clip(rng.lognormal(np.log(0.3), 0.5, 400), 0, 1))
     _, tvp = _summaries(tmp_path, [(trainer, ps)])
-    row = tvp.filter((pl.col("ps_role") == "sparse_ps") & (pl.col("resource") == "cpu") & (pl.col("model_name") == "*")).row(0, named=True)
+    row = tvp.filter(
+        (pl.col("ps_role") == "sparse_ps") & (pl.col("resource") == "cpu") & (pl.col("model_name") == "*")
+    ).row(0, named=True)
     assert row["mean_diff_util"] < 0 and row["ps_iqr_util"] > row["trainer_iqr_util"]
     assert row["paper_pattern"] is True
     assert 0.8 < row["ks_statistic"] <= 1.0

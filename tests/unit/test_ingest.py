@@ -31,31 +31,60 @@ def test_clean_day_is_accepted_whole(landed, hw, small_day):
 
 
 def test_row_faults_are_quarantined_and_counts_reconcile(landed, hw, small_day):
-    run = json.loads(small_day.runs.head(1).with_columns(pl.col("start_ts", "end_ts").dt.to_string("%Y-%m-%dT%H:%M:%SZ")).write_ndjson().splitlines()[0])
-    sample = json.loads(small_day.samples.head(1).with_columns(pl.col("ts").dt.to_string("%Y-%m-%dT%H:%M:%SZ")).write_ndjson().splitlines()[0])
-    _write(landed, "runs-late.jsonl", _jsonl([
-        {**run, "run_id": "late-1"},                      # fine
-        {**run, "run_id": "late-2", "platform": "tpu"},   # unknown platform
-        run,                                              # duplicate of a run in runs.jsonl
-        "{not json",                                      # bad JSON
-        "",                                               # blank lines are not rows
-        {**run, "run_id": "late-3", "colour": "blue"},    # extra column: kept aside, not fatal
-    ]))
-    _write(landed, "utilisation_samples-late.jsonl", _jsonl([
-        {**sample, "run_id": "late-1", "ts": run["start_ts"]},  # fine
-        {**sample, "run_id": "nobody"},                          # unknown run
-        {**sample, "run_id": "late-1", "ts": "2030-01-01T00:00:00Z"},  # outside the run
-        {**sample, "run_id": "late-1", "ts": run["start_ts"], "cpu_util": 3},  # out of bounds
-    ]))
+    run = json.loads(
+        small_day.runs.head(1)
+        .with_columns(pl.col("start_ts", "end_ts").dt.to_string("%Y-%m-%dT%H:%M:%SZ"))
+        .write_ndjson()
+        .splitlines()[0]
+    )
+    sample = json.loads(
+        small_day.samples.head(1)
+        .with_columns(pl.col("ts").dt.to_string("%Y-%m-%dT%H:%M:%SZ"))
+        .write_ndjson()
+        .splitlines()[0]
+    )
+    _write(
+        landed,
+        "runs-late.jsonl",
+        _jsonl(
+            [
+                {**run, "run_id": "late-1"},  # fine
+                {**run, "run_id": "late-2", "platform": "tpu"},  # unknown platform
+                run,  # duplicate of a run in runs.jsonl
+                "{not json",  # bad JSON
+                "",  # blank lines are not rows
+                {**run, "run_id": "late-3", "colour": "blue"},  # extra column: kept aside, not fatal
+            ]
+        ),
+    )
+    _write(
+        landed,
+        "utilisation_samples-late.jsonl",
+        _jsonl(
+            [
+                {**sample, "run_id": "late-1", "ts": run["start_ts"]},  # fine
+                {**sample, "run_id": "nobody"},  # unknown run
+                {**sample, "run_id": "late-1", "ts": "2030-01-01T00:00:00Z"},  # outside the run
+                {**sample, "run_id": "late-1", "ts": run["start_ts"], "cpu_util": 3},  # out of bounds
+            ]
+        ),
+    )
     r = ingest_day(landed, DAY, hw.platforms)
     ledger = {row["source_file"]: row for row in r.ingest_ledger.iter_rows(named=True)}
     late = ledger["producer/2026-11-20/runs-late.jsonl"]
-    assert (late["rows_in"], late["rows_accepted"], late["rows_quarantined"], late["file_status"]) == (5, 2, 3, "partial")
+    assert (late["rows_in"], late["rows_accepted"], late["rows_quarantined"], late["file_status"]) == (
+        5,
+        2,
+        3,
+        "partial",
+    )
     assert late["extra_columns"] == "colour"
     s_late = ledger["producer/2026-11-20/utilisation_samples-late.jsonl"]
     assert (s_late["rows_in"], s_late["rows_accepted"], s_late["rows_quarantined"]) == (4, 1, 3)
     assert reconciliation(r.ingest_ledger).height == 0
-    reasons = dict(r.quarantine.select(pl.format("{}:{}", "source_file", "row_number"), "reason_code").iter_rows())
+    reasons = dict(
+        r.quarantine.select(pl.format("{}:{}", "source_file", "row_number"), "reason_code").iter_rows()
+    )
     assert reasons == {
         "producer/2026-11-20/runs-late.jsonl:2": "unknown_value",
         "producer/2026-11-20/runs-late.jsonl:3": "duplicate_key",
@@ -117,8 +146,10 @@ def test_a_corrected_file_with_the_same_name_replaces_its_earlier_rows(landed, h
     assert second.runs.height == first.runs.height == small_day.runs.height
     row = second.runs.filter(pl.col("run_id") == fixed["run_id"]).row(0, named=True)
     assert row["throughput_eps"] == 12345.0
-    assert second.ingest_ledger.filter(pl.col("source_file").str.ends_with("runs.jsonl"))["sha256"][0] != \
-        first.ingest_ledger.filter(pl.col("source_file").str.ends_with("runs.jsonl"))["sha256"][0]
+    assert (
+        second.ingest_ledger.filter(pl.col("source_file").str.ends_with("runs.jsonl"))["sha256"][0]
+        != first.ingest_ledger.filter(pl.col("source_file").str.ends_with("runs.jsonl"))["sha256"][0]
+    )
 
 
 def test_odd_files_are_quarantined_not_fatal(landed, hw, small_day):
@@ -127,16 +158,28 @@ def test_odd_files_are_quarantined_not_fatal(landed, hw, small_day):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    run = json.loads(small_day.runs.head(1).with_columns(pl.col("start_ts", "end_ts").dt.to_string("%Y-%m-%dT%H:%M:%SZ")).write_ndjson().splitlines()[0])
+    run = json.loads(
+        small_day.runs.head(1)
+        .with_columns(pl.col("start_ts", "end_ts").dt.to_string("%Y-%m-%dT%H:%M:%SZ"))
+        .write_ndjson()
+        .splitlines()[0]
+    )
     _write(landed, "runs-reserved.jsonl", _jsonl([{**run, "run_id": "r-res", "__fleet_raw": 1}]))
     _write(landed, "runs-emptykey.jsonl", _jsonl([{**run, "run_id": "r-empty", "": 1}]))
-    nested = pa.table({"run_id": ["r-nested"], "tags": pa.array([[1, 2]], type=pa.list_(pa.int64())),
-                       "elapsed": pa.array([5], type=pa.duration("s"))})
+    nested = pa.table(
+        {
+            "run_id": ["r-nested"],
+            "tags": pa.array([[1, 2]], type=pa.list_(pa.int64())),
+            "elapsed": pa.array([5], type=pa.duration("s")),
+        }
+    )
     buf = io.BytesIO()
     pq.write_table(nested, buf)
     _write(landed, "runs-nested.parquet", buf.getvalue())
     r = ingest_day(landed, DAY, hw.platforms)
-    q = dict(r.quarantine.filter(pl.col("source").eq("producer")).select("source_file", "reason_code").iter_rows())
+    q = dict(
+        r.quarantine.filter(pl.col("source").eq("producer")).select("source_file", "reason_code").iter_rows()
+    )
     assert q["producer/2026-11-20/runs-reserved.jsonl"] == "file_unreadable"
     assert q["producer/2026-11-20/runs-nested.parquet"] == "file_unreadable"
     assert "r-empty" in r.runs["run_id"].to_list()  # an empty key is not addressable; the row itself is fine
@@ -144,7 +187,16 @@ def test_odd_files_are_quarantined_not_fatal(landed, hw, small_day):
 
 
 def test_extra_fields_are_kept_only_for_rows_finally_accepted(landed, hw, small_day):
-    run = json.loads(small_day.runs.head(1).with_columns(pl.col("start_ts", "end_ts").dt.to_string("%Y-%m-%dT%H:%M:%SZ")).write_ndjson().splitlines()[0])
-    _write(landed, "runs-extra.jsonl", _jsonl([{**run, "colour": "red"}, {**run, "run_id": "new-1", "colour": "blue"}]))
+    run = json.loads(
+        small_day.runs.head(1)
+        .with_columns(pl.col("start_ts", "end_ts").dt.to_string("%Y-%m-%dT%H:%M:%SZ"))
+        .write_ndjson()
+        .splitlines()[0]
+    )
+    _write(
+        landed,
+        "runs-extra.jsonl",
+        _jsonl([{**run, "colour": "red"}, {**run, "run_id": "new-1", "colour": "blue"}]),
+    )
     r = ingest_day(landed, DAY, hw.platforms)  # the first row duplicates a run delivered earlier
     assert r.extra_fields["fields"].to_list() == ['{"colour":"blue"}']

@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from synthetic_fleet.calibration import POWER_RATIO, predict, system, suite_row
+from synthetic_fleet.calibration import POWER_RATIO, predict, suite_row, system
 from synthetic_fleet.model import DEFAULT, Coefficients, coefficient_docs
 
 
@@ -32,27 +32,44 @@ def test_bottleneck_moves_from_mlp_to_network(hw, models):
 
 
 def test_throughput_lies_between_the_overlap_and_serial_bounds(hw, models):
-    rows = [system(models[m], p, pl_) for m in models for p in ("big_basin", "zion") for pl_ in ("gpu_hbm", "system_memory")]
+    rows = [
+        system(models[m], p, pl_)
+        for m in models
+        for p in ("big_basin", "zion")
+        for pl_ in ("gpu_hbm", "system_memory")
+    ]
     p = predict(rows, hw, DEFAULT).filter(pl.col("fits"))
     b = p["batch_size"].cast(pl.Float64)
-    assert ((p["throughput_eps"] <= b / p["t_lower_bound_s"] + 1e-6) & (p["throughput_eps"] >= b / p["t_upper_bound_s"] - 1e-6)).all()
+    assert (
+        (p["throughput_eps"] <= b / p["t_lower_bound_s"] + 1e-6)
+        & (p["throughput_eps"] >= b / p["t_upper_bound_s"] - 1e-6)
+    ).all()
 
 
 def test_power_is_provisioned_per_server_as_the_paper_counts_it(hw, models):
     bb = _one(hw, system(models["M1prod"], "big_basin", "gpu_hbm", n_readers=0))
-    cpu = _one(hw, system(models["M1prod"], "cpu", "remote_ps", n_trainers=1, n_sparse_ps=0, n_dense_ps=0, n_readers=0))
+    cpu = _one(
+        hw,
+        system(models["M1prod"], "cpu", "remote_ps", n_trainers=1, n_sparse_ps=0, n_dense_ps=0, n_readers=0),
+    )
     assert bb["provisioned_w"] / cpu["provisioned_w"] == pytest.approx(POWER_RATIO)
     assert 0 < bb["power_w"] <= bb["provisioned_w"]
 
 
 def _suite(hw, **kw):
-    return predict([suite_row(p, **kw) for p in ("cpu", "big_basin")], hw, DEFAULT)["throughput_eps"].to_list()
+    return predict([suite_row(p, **kw) for p in ("cpu", "big_basin")], hw, DEFAULT)[
+        "throughput_eps"
+    ].to_list()
 
 
 def test_t20_t21_throughput_falls_with_features_and_big_basin_is_faster(hw):
     for platform in ("cpu", "big_basin"):
-        dense = [predict([suite_row(platform, d, 16)], hw, DEFAULT)["throughput_eps"][0] for d in (64, 512, 4096)]
-        sparse = [predict([suite_row(platform, 512, s)], hw, DEFAULT)["throughput_eps"][0] for s in (4, 32, 128)]
+        dense = [
+            predict([suite_row(platform, d, 16)], hw, DEFAULT)["throughput_eps"][0] for d in (64, 512, 4096)
+        ]
+        sparse = [
+            predict([suite_row(platform, 512, s)], hw, DEFAULT)["throughput_eps"][0] for s in (4, 32, 128)
+        ]
         assert dense == sorted(dense, reverse=True) and sparse == sorted(sparse, reverse=True)
     for d, s in ((64, 4), (4096, 4), (64, 128), (4096, 128)):
         cpu, bb = _suite(hw, dense=d, sparse=s)
@@ -66,8 +83,10 @@ def test_t22_perf_per_watt_favours_dense_heavy_models(hw):
 
 
 def test_t23_gpu_throughput_grows_then_saturates_with_batch(hw):
-    thr = [predict([suite_row("big_basin", 4096, 4, batch=b)], hw, DEFAULT)["throughput_eps"][0]
-           for b in (50, 100, 12800, 25600)]
+    thr = [
+        predict([suite_row("big_basin", 4096, 4, batch=b)], hw, DEFAULT)["throughput_eps"][0]
+        for b in (50, 100, 12800, 25600)
+    ]
     assert thr[1] / thr[0] > 1.8 and thr[3] / thr[2] < 1.2
 
 
@@ -85,12 +104,18 @@ def test_t25_wider_mlps_hurt_the_cpu_more(hw):
 def test_every_coefficient_names_the_target_it_serves():
     docs = coefficient_docs()
     assert set(docs) == set(Coefficients.__dataclass_fields__)
-    assert all(re.search(r"\bt\d+\b", d) for d in docs.values()), {k: v for k, v in docs.items() if not re.search(r"\bt\d+\b", v)}
+    assert all(re.search(r"\bt\d+\b", d) for d in docs.values()), {
+        k: v for k, v in docs.items() if not re.search(r"\bt\d+\b", v)
+    }
 
 
 def test_a_tier_without_servers_is_not_a_constraint_and_no_infinity_leaks(hw, models):
-    rows = [system(models["M1prod"], "cpu", "remote_ps", n_trainers=16, n_sparse_ps=0, n_dense_ps=0, n_readers=0),
-            system(models["M1prod"], "cpu", "remote_ps", n_trainers=16, n_sparse_ps=64, n_dense_ps=2, n_readers=32)]
+    rows = [
+        system(models["M1prod"], "cpu", "remote_ps", n_trainers=16, n_sparse_ps=0, n_dense_ps=0, n_readers=0),
+        system(
+            models["M1prod"], "cpu", "remote_ps", n_trainers=16, n_sparse_ps=64, n_dense_ps=2, n_readers=32
+        ),
+    ]
     p = predict(rows, hw, DEFAULT)
     assert (p["throughput_eps"] > 0).all()
     for col in p.columns:
@@ -105,11 +130,18 @@ def test_gpu_platforms_without_links_fall_back_to_pcie(hw, models):
 
     def with_box(gpus: int) -> HardwareCatalog:
         box = replace(hw.platforms["big_basin"], name="box", gpus=gpus, gpu_link_gb_per_s=0)
-        return HardwareCatalog({**hw.platforms, "box": box}, hw.hbm_reserve, hw.dram_reserve, hw.remote_ps_platform,
-                               hw.remote_ps_max_servers)
+        return HardwareCatalog(
+            {**hw.platforms, "box": box},
+            hw.hbm_reserve,
+            hw.dram_reserve,
+            hw.remote_ps_platform,
+            hw.remote_ps_max_servers,
+        )
 
     for gpus in (1, 8):
-        r = predict([system(models["M1prod"], "box", "gpu_hbm", embedding_gb=4.0)], with_box(gpus), DEFAULT).row(0, named=True)
+        r = predict(
+            [system(models["M1prod"], "box", "gpu_hbm", embedding_gb=4.0)], with_box(gpus), DEFAULT
+        ).row(0, named=True)
         assert r["fits"] and r["throughput_eps"] > 0 and r["bottleneck"]
 
 
@@ -118,6 +150,11 @@ def test_recommender_ignores_runs_without_throughput(hw):
     from synthetic_fleet.calibration import default_fleet
 
     runs, _ = default_fleet()
-    runs = runs.with_columns(pl.when(pl.int_range(pl.len()) == 0).then(0.0).otherwise(pl.col("throughput_eps")).alias("throughput_eps"))
+    runs = runs.with_columns(
+        pl.when(pl.int_range(pl.len()) == 0)
+        .then(0.0)
+        .otherwise(pl.col("throughput_eps"))
+        .alias("throughput_eps")
+    )
     c = fit_correction(Fleet.from_runs(runs, hw), hw)
     assert c.active and c.n_runs < runs.height

@@ -19,33 +19,138 @@ def test_calibrate_json_lists_targets_values_and_coefficients(capsys):
 
 
 def test_whatif_one_configuration(capsys, home):
-    assert main(["whatif", "--model", "M1prod", "--platform", "big_basin", "--placement", "gpu_hbm",
-                 "--set", "n_dense_features=1024", "--set", "batch_size=3200", "--home", str(home.root)]) == 0
+    assert (
+        main(
+            [
+                "whatif",
+                "--model",
+                "M1prod",
+                "--platform",
+                "big_basin",
+                "--placement",
+                "gpu_hbm",
+                "--set",
+                "n_dense_features=1024",
+                "--set",
+                "batch_size=3200",
+                "--home",
+                str(home.root),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
-    assert "M1prod on big_basin with gpu_hbm (batch 3200" in out and "bottleneck" in out and "mean utilisation" in out
+    assert (
+        "M1prod on big_basin with gpu_hbm (batch 3200" in out
+        and "bottleneck" in out
+        and "mean utilisation" in out
+    )
 
 
 def test_whatif_reports_does_not_fit_with_the_shortfall(capsys, home):
-    assert main(["whatif", "--model", "M3prod", "--platform", "big_basin", "--placement", "gpu_hbm", "--home", str(home.root)]) == 0
+    assert (
+        main(
+            [
+                "whatif",
+                "--model",
+                "M3prod",
+                "--platform",
+                "big_basin",
+                "--placement",
+                "gpu_hbm",
+                "--home",
+                str(home.root),
+            ]
+        )
+        == 0
+    )
     assert "DOES NOT FIT: short by 382.4 GB" in capsys.readouterr().out
 
 
 def test_whatif_sweep_json_is_complete(capsys, home):
-    assert main(["whatif", "--model", "M1prod", "--platform", "cpu,big_basin,zion", "--sweep", "n_sparse_features=4,8,16,32,64,128",
-                 "--json", "--home", str(home.root)]) == 0
+    assert (
+        main(
+            [
+                "whatif",
+                "--model",
+                "M1prod",
+                "--platform",
+                "cpu,big_basin,zion",
+                "--sweep",
+                "n_sparse_features=4,8,16,32,64,128",
+                "--json",
+                "--home",
+                str(home.root),
+            ]
+        )
+        == 0
+    )
     rows = json.loads(capsys.readouterr().out)
     assert len(rows) == 6 * (1 + 4 + 4)
-    assert {"throughput_eps", "bottleneck", "fits", "headroom", "eps_per_w", "trainer_cpu_util", "default_placement"} <= set(rows[0])
+    assert {
+        "throughput_eps",
+        "bottleneck",
+        "fits",
+        "headroom",
+        "eps_per_w",
+        "trainer_cpu_util",
+        "default_placement",
+    } <= set(rows[0])
 
 
 def test_whatif_errors_name_the_field_and_list_valid_ones(capsys, home):
     assert main(["whatif", "--model", "M9prod", "--platform", "cpu", "--home", str(home.root)]) == 2
     assert "unknown model 'M9prod'; valid models: M1prod, M2prod, M3prod" in capsys.readouterr().err
-    assert main(["whatif", "--model", "M1prod", "--platform", "cpu", "--set", "colour=blue", "--home", str(home.root)]) == 2
+    assert (
+        main(
+            [
+                "whatif",
+                "--model",
+                "M1prod",
+                "--platform",
+                "cpu",
+                "--set",
+                "colour=blue",
+                "--home",
+                str(home.root),
+            ]
+        )
+        == 2
+    )
     assert "unknown field 'colour'; valid fields: n_dense_features" in capsys.readouterr().err
-    assert main(["whatif", "--model", "M1prod", "--platform", "cpu", "--set", "interaction=sum", "--home", str(home.root)]) == 2
+    assert (
+        main(
+            [
+                "whatif",
+                "--model",
+                "M1prod",
+                "--platform",
+                "cpu",
+                "--set",
+                "interaction=sum",
+                "--home",
+                str(home.root),
+            ]
+        )
+        == 2
+    )
     assert "valid values are dot, cat" in capsys.readouterr().err
     assert main(["whatif", "--model", "M1prod", "--platform", "tpu", "--home", str(home.root)]) == 2
     assert "valid platforms: big_basin, cpu, zion" in capsys.readouterr().err
-    assert main(["whatif", "--model", "M1prod", "--platform", "cpu", "--placement", "gpu_hbm", "--home", str(home.root)]) == 2
+    assert (
+        main(
+            [
+                "whatif",
+                "--model",
+                "M1prod",
+                "--platform",
+                "cpu",
+                "--placement",
+                "gpu_hbm",
+                "--home",
+                str(home.root),
+            ]
+        )
+        == 2
+    )
     assert "cpu does not offer placement 'gpu_hbm'" in capsys.readouterr().err

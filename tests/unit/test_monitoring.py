@@ -6,7 +6,12 @@ from pipelines.lib.monitoring import changed_days, landing_inventory, row_count_
 
 
 def test_inventory_skips_hidden_and_non_day_folders(home):
-    for rel in ("a/2026-11-20/runs.jsonl", "a/2026-11-20/.runs.jsonl.tmp", "a/notes/readme.txt", "b/2026-11-21/runs.csv"):
+    for rel in (
+        "a/2026-11-20/runs.jsonl",
+        "a/2026-11-20/.runs.jsonl.tmp",
+        "a/notes/readme.txt",
+        "b/2026-11-21/runs.csv",
+    ):
         p = home.landing / rel
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text("x")

@@ -6,8 +6,8 @@ import duckdb
 import polars as pl
 import pytest
 
-from pipelines.lib.warehouse import publish_catalog
 from pipelines.lib.ingest import ingest_day, ingest_partition
+from pipelines.lib.warehouse import publish_catalog
 from synthetic_fleet.catalog import CatalogError, load_hardware
 from tests.conftest import DAY
 
@@ -30,8 +30,12 @@ def test_symlinks_out_of_landing_are_quarantined_unread(landed, hw, tmp_path):
 
 def test_hostile_values_are_stored_as_plain_data(landed, hw, small_day):
     hostile = "x'); DROP TABLE runs; --\"\\"
-    run = json.loads(small_day.runs.head(1).with_columns(
-        pl.col("start_ts", "end_ts").dt.to_string("%Y-%m-%dT%H:%M:%SZ")).write_ndjson().splitlines()[0])
+    run = json.loads(
+        small_day.runs.head(1)
+        .with_columns(pl.col("start_ts", "end_ts").dt.to_string("%Y-%m-%dT%H:%M:%SZ"))
+        .write_ndjson()
+        .splitlines()[0]
+    )
     run.update(run_id=hostile, model_name="M1'prod")
     path = landed.landing / "hostile" / DAY / "runs.jsonl"
     path.parent.mkdir(parents=True)
@@ -58,7 +62,9 @@ def test_catalog_yaml_is_loaded_safely(tmp_path):
 def test_user_catalog_errors_name_the_file_and_field(tmp_path):
     bad = tmp_path / "hardware.yaml"
     bad.write_text("platforms:\n  my_box:\n    gpus: 8\n    dram_gb: -1\n")
-    with pytest.raises(CatalogError, match=r"hardware.yaml: platform 'my_box' field dram_gb must be a non-negative number"):
+    with pytest.raises(
+        CatalogError, match=r"hardware.yaml: platform 'my_box' field dram_gb must be a non-negative number"
+    ):
         load_hardware(bad)
     bad.write_text("platforms:\n  my_box:\n    gpus: 8\n    placements: [gpu_hbm]\n")
     with pytest.raises(CatalogError, match="lists placements but lacks"):

@@ -1,6 +1,5 @@
 """Core layer: per run, role and resource statistics."""
 
-
 import dagster as dg
 
 from pipelines.defs.metadata import OWNERS, description, preview, spec_metadata
@@ -11,9 +10,15 @@ from pipelines.lib import analytics, lake
 
 
 @dg.asset(
-    name="run_role_stats", group_name="core", partitions_def=DAILY, deps=["runs", "utilisation_samples"],
-    kinds={"duckdb", "parquet"}, owners=OWNERS, description=description("run_role_stats"),
-    metadata=spec_metadata("run_role_stats"), tags={"layer": "core"},
+    name="run_role_stats",
+    group_name="core",
+    partitions_def=DAILY,
+    deps=["runs", "utilisation_samples"],
+    kinds={"duckdb", "parquet"},
+    owners=OWNERS,
+    description=description("run_role_stats"),
+    metadata=spec_metadata("run_role_stats"),
+    tags={"layer": "core"},
 )
 def run_role_stats(context: dg.AssetExecutionContext, fleet: FleetHome) -> dg.MaterializeResult:
     """Mean, p50, p95 and max utilisation per run x role x resource, from every sample of the day."""
@@ -22,5 +27,10 @@ def run_role_stats(context: dg.AssetExecutionContext, fleet: FleetHome) -> dg.Ma
     runs, samples = raw_frames(home, day)
     stats = analytics.run_role_stats(runs, samples, day)
     path = lake.write_partition(home, "run_role_stats", day, stats)
-    return dg.MaterializeResult(metadata={"dagster/row_count": stats.height, "path": dg.MetadataValue.path(str(path)),
-                                          "preview": preview(stats)})
+    return dg.MaterializeResult(
+        metadata={
+            "dagster/row_count": stats.height,
+            "path": dg.MetadataValue.path(str(path)),
+            "preview": preview(stats),
+        }
+    )

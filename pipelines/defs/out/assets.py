@@ -1,6 +1,5 @@
 """Out layer: mergeable per-day partials (histograms, server counts, fit) and the merged analyses."""
 
-
 from datetime import timedelta
 
 import dagster as dg
@@ -11,19 +10,29 @@ from pipelines.defs.raw.assets import raw_frames
 from pipelines.defs.resources import FleetHome
 from pipelines.lib import analytics, lake
 
-
 # The nightly run refreshes the out layer by ~03:00 UTC; warn after 26 h, fail after 30 h without one.
 FRESHNESS = dg.FreshnessPolicy.time_window(fail_window=timedelta(hours=30), warn_window=timedelta(hours=26))
 
 
 def _daily(name: str, deps: list[str], kinds: set[str]):
-    return dg.asset(name=name, group_name="out", partitions_def=DAILY, deps=deps, kinds=kinds, owners=OWNERS,
-                    description=description(name), metadata=spec_metadata(name), tags={"layer": "out"},
-                    freshness_policy=FRESHNESS)
+    return dg.asset(
+        name=name,
+        group_name="out",
+        partitions_def=DAILY,
+        deps=deps,
+        kinds=kinds,
+        owners=OWNERS,
+        description=description(name),
+        metadata=spec_metadata(name),
+        tags={"layer": "out"},
+        freshness_policy=FRESHNESS,
+    )
 
 
 def _written(path, frame, **extra) -> dg.MaterializeResult:
-    return dg.MaterializeResult(metadata={"dagster/row_count": frame.height, "path": dg.MetadataValue.path(str(path)), **extra})
+    return dg.MaterializeResult(
+        metadata={"dagster/row_count": frame.height, "path": dg.MetadataValue.path(str(path)), **extra}
+    )
 
 
 @_daily("util_distribution", ["runs", "utilisation_samples", "run_role_stats"], {"duckdb", "parquet"})
@@ -34,8 +43,11 @@ def util_distribution(context: dg.AssetExecutionContext, fleet: FleetHome) -> dg
     runs, samples = raw_frames(home, day)
     stats = lake.read_partition(home, "run_role_stats", day)
     dist = analytics.util_distribution(runs, samples, stats, day)
-    return _written(lake.write_partition(home, "util_distribution", day, dist), dist,
-                    samples_binned=int(dist.filter(dist["statistic"] == "sample")["n"].sum()))
+    return _written(
+        lake.write_partition(home, "util_distribution", day, dist),
+        dist,
+        samples_binned=int(dist.filter(dist["statistic"] == "sample")["n"].sum()),
+    )
 
 
 @_daily("server_count_hist", ["runs"], {"duckdb", "parquet"})
@@ -53,16 +65,30 @@ def hardware_fit(context: dg.AssetExecutionContext, fleet: FleetHome) -> dg.Mate
     day = context.partition_key
     home = fleet.data_home()
     fit = analytics.hardware_fit(lake.read_partition(home, "runs", day), day, fleet.hardware())
-    return _written(lake.write_partition(home, "hardware_fit", day, fit), fit,
-                    options_that_fit=int(fit["fits"].sum()), options_short=int((~fit["fits"]).sum()))
+    return _written(
+        lake.write_partition(home, "hardware_fit", day, fit),
+        fit,
+        options_that_fit=int(fit["fits"].sum()),
+        options_short=int((~fit["fits"]).sum()),
+    )
 
 
 @dg.multi_asset(
     name="merged_utilisation",
-    specs=[dg.AssetSpec(t, group_name="out", deps=["util_distribution"], kinds={"duckdb", "parquet"}, owners=OWNERS,
-                        description=description(t), metadata=spec_metadata(t), tags={"layer": "out"},
-                        freshness_policy=FRESHNESS)
-           for t in ("util_summary", "trainer_vs_ps")],
+    specs=[
+        dg.AssetSpec(
+            t,
+            group_name="out",
+            deps=["util_distribution"],
+            kinds={"duckdb", "parquet"},
+            owners=OWNERS,
+            description=description(t),
+            metadata=spec_metadata(t),
+            tags={"layer": "out"},
+            freshness_policy=FRESHNESS,
+        )
+        for t in ("util_summary", "trainer_vs_ps")
+    ],
 )
 def merged_utilisation(fleet: FleetHome):
     """Summaries and trainer-vs-PS comparison merged from every day's histograms."""
@@ -70,19 +96,38 @@ def merged_utilisation(fleet: FleetHome):
     files = [str(p) for p in lake.table_files(home, "util_distribution")]
     summary, tvp = analytics.merged_summaries(files)
     path = lake.write_table(home, "util_summary", summary)
-    yield dg.MaterializeResult(asset_key="util_summary", metadata={
-        "dagster/row_count": summary.height, "days_merged": len(files), "path": dg.MetadataValue.path(str(path))})
+    yield dg.MaterializeResult(
+        asset_key="util_summary",
+        metadata={
+            "dagster/row_count": summary.height,
+            "days_merged": len(files),
+            "path": dg.MetadataValue.path(str(path)),
+        },
+    )
     overall = tvp.filter((tvp["model_name"] == "*") & (tvp["ps_role"] == "sparse_ps"))
     path = lake.write_table(home, "trainer_vs_ps", tvp)
-    yield dg.MaterializeResult(asset_key="trainer_vs_ps", metadata={
-        "dagster/row_count": tvp.height, "path": dg.MetadataValue.path(str(path)),
-        "trainer_vs_sparse_ps": preview(overall.drop("ps_role", "model_name", "platform", "placement")),
-        "paper_pattern_share": float(tvp["paper_pattern"].mean()) if tvp.height else 0.0})
+    yield dg.MaterializeResult(
+        asset_key="trainer_vs_ps",
+        metadata={
+            "dagster/row_count": tvp.height,
+            "path": dg.MetadataValue.path(str(path)),
+            "trainer_vs_sparse_ps": preview(overall.drop("ps_role", "model_name", "platform", "placement")),
+            "paper_pattern_share": float(tvp["paper_pattern"].mean()) if tvp.height else 0.0,
+        },
+    )
 
 
-@dg.asset(name="recommendations", group_name="out", deps=["runs", "hardware_fit"], kinds={"scikitlearn", "parquet"},
-          owners=OWNERS, description=description("recommendations"), metadata=spec_metadata("recommendations"),
-          tags={"layer": "out"}, freshness_policy=FRESHNESS)
+@dg.asset(
+    name="recommendations",
+    group_name="out",
+    deps=["runs", "hardware_fit"],
+    kinds={"scikitlearn", "parquet"},
+    owners=OWNERS,
+    description=description("recommendations"),
+    metadata=spec_metadata("recommendations"),
+    tags={"layer": "out"},
+    freshness_policy=FRESHNESS,
+)
 def recommendations(fleet: FleetHome) -> dg.MaterializeResult:
     """Per model family and objective: every platform x placement, ranked, with bands and explanations."""
     from pipelines.lib.contracts import contract
@@ -93,10 +138,22 @@ def recommendations(fleet: FleetHome) -> dg.MaterializeResult:
     hw = fleet.hardware()
     observed_fleet = Fleet.from_runs(lake.read_table(home, "runs"), hw)
     correction = fit_correction(observed_fleet, hw)
-    recs = fleet_recommendations(observed_fleet, hw, load_models(home.user_catalog_dir / "models.yaml"), correction)
-    recs = contract("recommendations").conform(recs if recs.height else contract("recommendations").empty_frame())
-    top = recs.filter(recs["recommended"]).select("model_name", "objective", "platform", "placement", "explanation")
-    return _written(lake.write_table(home, "recommendations", recs), recs, top_recommendations=preview(top, rows=20),
-                    correction=dg.MetadataValue.text(correction.note),
-                    cv_mdape_corrected=correction.cv_mdape_corrected, cv_mdape_analytical=correction.cv_mdape_analytical,
-                    cv_band_coverage=correction.cv_band_coverage, fleet_runs_used=correction.n_runs)
+    recs = fleet_recommendations(
+        observed_fleet, hw, load_models(home.user_catalog_dir / "models.yaml"), correction
+    )
+    recs = contract("recommendations").conform(
+        recs if recs.height else contract("recommendations").empty_frame()
+    )
+    top = recs.filter(recs["recommended"]).select(
+        "model_name", "objective", "platform", "placement", "explanation"
+    )
+    return _written(
+        lake.write_table(home, "recommendations", recs),
+        recs,
+        top_recommendations=preview(top, rows=20),
+        correction=dg.MetadataValue.text(correction.note),
+        cv_mdape_corrected=correction.cv_mdape_corrected,
+        cv_mdape_analytical=correction.cv_mdape_analytical,
+        cv_band_coverage=correction.cv_band_coverage,
+        fleet_runs_used=correction.n_runs,
+    )

@@ -1,43 +1,68 @@
 """Publish layer: the analyst catalog (views only, swapped in atomically) and the offline HTML report."""
 
-
 import dagster as dg
+
 from dashboards.report import write_report
 from pipelines.defs.metadata import OWNERS
 from pipelines.defs.resources import FleetHome
-from pipelines.lib.warehouse import publish_catalog
 from pipelines.lib.contracts import contracts
+from pipelines.lib.warehouse import publish_catalog
 
 ALL_TABLES = sorted(contracts())
 
 
 @dg.asset(
-    name="analyst_catalog", group_name="publish", deps=ALL_TABLES, kinds={"duckdb"}, owners=OWNERS, pool="warehouse",
+    name="analyst_catalog",
+    group_name="publish",
+    deps=ALL_TABLES,
+    kinds={"duckdb"},
+    owners=OWNERS,
+    pool="warehouse",
     description="DuckDB file of views only (one per lake table, named like it, documented from schemas/); "
-                "rebuilt aside and swapped in, so analysts are never blocked.",
+    "rebuilt aside and swapped in, so analysts are never blocked.",
     tags={"layer": "publish"},
 )
 def analyst_catalog(fleet: FleetHome) -> dg.MaterializeResult:
     """Rebuild <home>/warehouse/fleet.duckdb with a view per table over absolute lake paths."""
     home = fleet.data_home()
     counts = publish_catalog(home, ALL_TABLES)
-    return dg.MaterializeResult(metadata={
-        "path": dg.MetadataValue.path(str(home.catalog_path)), "views": len(counts),
-        "rows_per_view": dg.MetadataValue.json(counts),
-        "open_with": dg.MetadataValue.text(f"duckdb -readonly {home.catalog_path}")})
+    return dg.MaterializeResult(
+        metadata={
+            "path": dg.MetadataValue.path(str(home.catalog_path)),
+            "views": len(counts),
+            "rows_per_view": dg.MetadataValue.json(counts),
+            "open_with": dg.MetadataValue.text(f"duckdb -readonly {home.catalog_path}"),
+        }
+    )
 
 
 @dg.asset(
-    name="fleet_report", group_name="publish", deps=["util_distribution", "server_count_hist", "hardware_fit",
-                                                     "trainer_vs_ps", "recommendations", "run_role_stats", "ingest_ledger"],
-    kinds={"altair", "html"}, owners=OWNERS, tags={"layer": "publish"},
+    name="fleet_report",
+    group_name="publish",
+    deps=[
+        "util_distribution",
+        "server_count_hist",
+        "hardware_fit",
+        "trainer_vs_ps",
+        "recommendations",
+        "run_role_stats",
+        "ingest_ledger",
+    ],
+    kinds={"altair", "html"},
+    owners=OWNERS,
+    tags={"layer": "publish"},
     description="Self-contained offline HTML report (Vega inlined) of every analysis, and each chart as PNG and SVG.",
 )
 def fleet_report(fleet: FleetHome) -> dg.MaterializeResult:
     """Render the report to <home>/reports/fleet_report.html and <home>/reports/charts/."""
     home = fleet.data_home()
     art = write_report(home, home.reports)
-    return dg.MaterializeResult(metadata={
-        "path": dg.MetadataValue.path(str(art.html)), "size_kb": round(art.html.stat().st_size / 1024, 1),
-        "charts": len(art.pngs), "png": dg.MetadataValue.json([str(p) for p in art.pngs]),
-        "svg": dg.MetadataValue.json([str(p) for p in art.svgs])})
+    return dg.MaterializeResult(
+        metadata={
+            "path": dg.MetadataValue.path(str(art.html)),
+            "size_kb": round(art.html.stat().st_size / 1024, 1),
+            "charts": len(art.pngs),
+            "png": dg.MetadataValue.json([str(p) for p in art.pngs]),
+            "svg": dg.MetadataValue.json([str(p) for p in art.svgs]),
+        }
+    )

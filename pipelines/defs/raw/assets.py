@@ -15,9 +15,17 @@ LANDING = dg.AssetKey("landing_files")
 
 
 def _spec(table: str) -> dg.AssetSpec:
-    return dg.AssetSpec(table, group_name="raw", kinds={"polars", "parquet"}, owners=OWNERS, deps=[LANDING],
-                        description=description(table), metadata=spec_metadata(table), tags={"layer": "raw"},
-                        skippable=table in LANDING_TABLES)
+    return dg.AssetSpec(
+        table,
+        group_name="raw",
+        kinds={"polars", "parquet"},
+        owners=OWNERS,
+        deps=[LANDING],
+        description=description(table),
+        metadata=spec_metadata(table),
+        tags={"layer": "raw"},
+        skippable=table in LANDING_TABLES,
+    )
 
 
 def _check(name: str, asset: str, text: str, blocking: bool = True) -> dg.AssetCheckSpec:
@@ -27,15 +35,25 @@ def _check(name: str, asset: str, text: str, blocking: bool = True) -> dg.AssetC
 CHECKS = [
     _check("reconciles", "ingest_ledger", "Every landing file: rows_in = rows_accepted + rows_quarantined."),
     _check("conforms_to_contract", "runs", "Types, nulls, bounds and enums match schemas/runs.yaml."),
-    _check("conforms_to_contract", "utilisation_samples", "Types, nulls, bounds and enums match schemas/utilisation_samples.yaml."),
+    _check(
+        "conforms_to_contract",
+        "utilisation_samples",
+        "Types, nulls, bounds and enums match schemas/utilisation_samples.yaml.",
+    ),
     _check("unique_key", "runs", "No run_id twice in the partition."),
     _check("unique_key", "utilisation_samples", "No (run_id, server_id, ts) twice in the partition."),
-    _check("row_count_vs_trailing_week", "runs",
-           "Warns when the day's run count is outside 0.5x..2x of the median of the previous 7 days.", blocking=False),
+    _check(
+        "row_count_vs_trailing_week",
+        "runs",
+        "Warns when the day's run count is outside 0.5x..2x of the median of the previous 7 days.",
+        blocking=False,
+    ),
 ]
 
 
-@dg.multi_asset(name="raw_ingest", specs=[_spec(t) for t in RAW_TABLES], partitions_def=DAILY, check_specs=CHECKS)
+@dg.multi_asset(
+    name="raw_ingest", specs=[_spec(t) for t in RAW_TABLES], partitions_def=DAILY, check_specs=CHECKS
+)
 def raw_ingest(context: dg.AssetExecutionContext, fleet: FleetHome):
     """Read every landing file of the day, validate each row against its contract, write the day whole.
 
@@ -49,7 +67,9 @@ def raw_ingest(context: dg.AssetExecutionContext, fleet: FleetHome):
     result = outcome.result
     if not outcome.promoted:
         failed = ", ".join(f"{c.table}/{c.name}" for c in outcome.checks if not c.passed)
-        context.log.error(f"runs and samples for {day} not promoted ({failed} failed); the last good partition stays")
+        context.log.error(
+            f"runs and samples for {day} not promoted ({failed} failed); the last good partition stays"
+        )
     for table, path in outcome.written.items():
         frame = result.frames()[table]
         meta = {"dagster/row_count": frame.height, "path": dg.MetadataValue.path(str(path))}
@@ -57,9 +77,15 @@ def raw_ingest(context: dg.AssetExecutionContext, fleet: FleetHome):
             meta["ledger"] = preview(frame.drop("sha256", "ingested_at"), rows=20)
         if table == "quarantine":
             meta["by_reason"] = dg.MetadataValue.json(
-                {r: n for r, n in frame.group_by("reason_code").len().sort("len", descending=True).iter_rows()})
+                {
+                    r: n
+                    for r, n in frame.group_by("reason_code").len().sort("len", descending=True).iter_rows()
+                }
+            )
             if frame.height:
-                meta["first_rejects"] = preview(frame.select("source_file", "row_number", "reason_code", "message"))
+                meta["first_rejects"] = preview(
+                    frame.select("source_file", "row_number", "reason_code", "message")
+                )
         yield dg.MaterializeResult(asset_key=table, metadata=meta)
     for c in outcome.checks:
         meta = {k: (dg.MetadataValue.json(v) if isinstance(v, list) else v) for k, v in c.metadata.items()}
@@ -68,10 +94,18 @@ def raw_ingest(context: dg.AssetExecutionContext, fleet: FleetHome):
     history = partition_row_counts(home, "runs")
     anomaly = row_count_anomaly({d: n for d, n in history.items() if d != day}, day, result.runs.height)
     yield dg.AssetCheckResult(
-        asset_key="runs", check_name="row_count_vs_trailing_week", passed=anomaly.passed,
-        severity=dg.AssetCheckSeverity.WARN, description=anomaly.message,
-        metadata={"rows": anomaly.count, "trailing_median": anomaly.baseline, "ratio": anomaly.ratio,
-                  "days_compared": anomaly.days_compared})
+        asset_key="runs",
+        check_name="row_count_vs_trailing_week",
+        passed=anomaly.passed,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=anomaly.message,
+        metadata={
+            "rows": anomaly.count,
+            "trailing_median": anomaly.baseline,
+            "ratio": anomaly.ratio,
+            "days_compared": anomaly.days_compared,
+        },
+    )
 
 
 def raw_frames(home, day: str) -> tuple[pl.DataFrame, pl.DataFrame]:
