@@ -23,9 +23,7 @@ from pipelines.lib.paths import DataHome
 from synthetic_fleet.catalog import register_platforms
 from synthetic_fleet.writers import write_bytes_atomic
 
-PAI_EPOCH = dt.datetime(
-    2020, 1, 1, tzinfo=dt.UTC
-)  # the trace's times are shifted seconds; 2020 = trace year
+PAI_EPOCH = dt.datetime(2020, 1, 1, tzinfo=dt.UTC)  # the trace's times are shifted seconds; 2020 = trace year
 # "worker-like" task names are trainers; `tensorflow` is a single-task TF training job. PAI has no reader role;
 # evaluators, chiefs, notebooks and other side-cars are not counted in any role.
 PAI_TRAINER = re.compile(r"(?i)worker|^tensorflow$")
@@ -260,7 +258,20 @@ def _mlperf_logs(folder: Path) -> pl.DataFrame:
                     if len(rel.parts) > 4
                     else None,
                 },
-                schema=dict.fromkeys(("run_id", "mlperf_version", "benchmark", "run_status", "run_start_ms", "run_stop_ms", "global_batch_size", "tracked_throughput_samples_per_s", "system_json_path"), pl.String),
+                schema=dict.fromkeys(
+                    (
+                        "run_id",
+                        "mlperf_version",
+                        "benchmark",
+                        "run_status",
+                        "run_start_ms",
+                        "run_stop_ms",
+                        "global_batch_size",
+                        "tracked_throughput_samples_per_s",
+                        "system_json_path",
+                    ),
+                    pl.String,
+                ),
             )
         )
     return pl.concat(frames) if frames else pl.DataFrame()

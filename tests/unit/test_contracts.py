@@ -72,7 +72,9 @@ def _sample(**over):
 
 
 def _validate(rows, table="utilisation_samples"):
-    frame = pl.DataFrame(rows, schema=dict.fromkeys(rows[0], pl.String)).with_row_index("_row_number", offset=1)
+    frame = pl.DataFrame(rows, schema=dict.fromkeys(rows[0], pl.String)).with_row_index(
+        "_row_number", offset=1
+    )
     return validate_strings(frame, contract(table), carry=("_row_number",), allowed=PLATFORMS)
 
 
