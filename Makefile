@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast install system-deps ui validate bench clean
+.PHONY: demo test test-fast lint install system-deps ui validate bench bench-quick clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,8 +29,13 @@ system-deps:
 demo: install
 	$(BIN)/fleet demo
 
-test: install system-deps
+test: install system-deps lint
 	$(BIN)/python -m pytest -q
+
+# ruff: lint and format checks (the tree is formatted with `ruff format`).
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 # Unit and Dagster tests only (no subprocess/browser tiers).
 test-fast: install
@@ -39,9 +44,14 @@ test-fast: install
 validate: install
 	$(BIN)/dagster definitions validate
 
-# Synthesis to Parquet vs pyarrow writing the same table from memory (ratio, medians of 3 runs).
+# The benchmark suite (benchmarks/suite.py): every stage against a baseline in the same run (ratios of
+# medians, peak RSS), at 10M samples a day; the table is also written to <data home>/bench/bench-N.json.
 bench: install
-	$(BIN)/python benchmarks/bench_synth.py
+	$(BIN)/python benchmarks/suite.py --samples 10000000 --repeats 3
+
+# The same at 1M samples, one repeat (a few minutes).
+bench-quick: install
+	$(BIN)/python benchmarks/suite.py --samples 1000000 --repeats 1
 
 # Dagster UI on the demo's instance: http://127.0.0.1:3000
 ui: install

@@ -119,7 +119,7 @@ def _summary(home: DataHome) -> dict:
 
 
 def cmd_run(args: argparse.Namespace, days: list[str] | None = None) -> int:
-    from pipelines.lib.ingest import landing_days
+    from pipelines.lib.landing import landing_days
     from pipelines.orchestrate import run_pipeline
 
     home = DataHome.resolve(args.home)
@@ -146,7 +146,7 @@ def cmd_run(args: argparse.Namespace, days: list[str] | None = None) -> int:
 
 def _deliver_tree(src: Path, home: DataHome) -> list[str]:
     """Copy a folder in the landing layout (<source>/<YYYY-MM-DD>/<file>) into the data home's landing."""
-    from pipelines.lib.ingest import landing_days
+    from pipelines.lib.landing import landing_days
     from synthetic_fleet.writers import write_bytes_atomic
 
     probe = DataHome(src.parent) if src.name == "landing" else None
@@ -164,7 +164,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     import polars as pl
 
     from pipelines.lib import adapters
-    from pipelines.lib.ingest import ingest_partition, landing_days
+    from pipelines.lib.ingest import ingest_partition
+    from pipelines.lib.landing import landing_days
     from pipelines.lib.warehouse import publish_catalog
     from synthetic_fleet.catalog import load_hardware
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 
 import duckdb
 import polars as pl
@@ -18,13 +19,22 @@ from synthetic_fleet.model import fit_frame
 N_BINS = int(contract("util_distribution").parameters["n_bins"])
 
 
+Relation = pl.DataFrame | Path  # a frame in memory, or a Parquet file DuckDB reads out of core
+
+
 @contextmanager
-def connection(**relations: pl.DataFrame) -> Iterator[duckdb.DuckDBPyConnection]:
-    """An in-memory DuckDB connection with ``relations`` registered by name; closed on exit."""
+def connection(**relations: Relation) -> Iterator[duckdb.DuckDBPyConnection]:
+    """An in-memory DuckDB connection with ``relations`` registered by name; closed on exit.
+
+    A Parquet path is scanned where it lies, so a day's samples never have to fit in memory."""
     con = duckdb.connect()
     try:
-        for name, frame in relations.items():
-            con.register(name, frame)
+        con.execute("SET enable_progress_bar = false")
+        for name, rel in relations.items():
+            if isinstance(rel, Path):
+                con.read_parquet(str(rel)).create_view(name)
+            else:
+                con.register(name, rel)
         yield con
     finally:
         con.close()
@@ -38,7 +48,7 @@ def _exec(con: duckdb.DuckDBPyConnection, name: str, params: dict | None = None)
     con.execute(sql_text(name), params or {})
 
 
-def run_role_stats(runs: pl.DataFrame, samples: pl.DataFrame, day: str) -> pl.DataFrame:
+def run_role_stats(runs: pl.DataFrame, samples: Relation, day: str) -> pl.DataFrame:
     """Per run x role x resource statistics of one day."""
     with connection(runs=runs, samples=samples) as con:
         _exec(con, "transforms/samples_long.sql")
@@ -46,9 +56,7 @@ def run_role_stats(runs: pl.DataFrame, samples: pl.DataFrame, day: str) -> pl.Da
     return contract("run_role_stats").conform(out)
 
 
-def util_distribution(
-    runs: pl.DataFrame, samples: pl.DataFrame, stats: pl.DataFrame, day: str
-) -> pl.DataFrame:
+def util_distribution(runs: pl.DataFrame, samples: Relation, stats: pl.DataFrame, day: str) -> pl.DataFrame:
     """One day's fixed-bin histograms of per-sample and per-run-mean utilisation."""
     with connection(runs=runs, samples=samples, run_role_stats=stats) as con:
         _exec(con, "transforms/samples_long.sql")

@@ -182,8 +182,8 @@ def _parse_column(spec: Mapping[str, Any], table: str) -> Column:
 
 
 def load_contract(path: Path) -> Contract:
-    """Parse one contract file (``yaml.safe_load``)."""
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    """Parse one contract file (YAML safe loader: plain data only)."""
+    data = yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     name = data.get("name")
     if name != path.stem:
         raise ContractError(f"{path}: name {name!r} must equal the file name {path.stem!r}")
@@ -259,30 +259,100 @@ def _fmt(v: Any) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v)
 
 
-def _parse_expr(col: Column, raw: pl.Expr) -> pl.Expr:
-    """Parse a String expression into the column's type; unparseable values become null."""
-    s = raw.str.strip_chars()
+PRIMARY_TIMESTAMP = TIMESTAMP_FORMATS[0]
+
+
+def _parse_text(col: Column, s: pl.Series) -> pl.Series:
+    """Parse text into the column's type; unparseable values become null. Fallbacks (surrounding spaces,
+    other timestamp spellings) are tried only on the values the first attempt could not parse."""
     if col.type == "string":
-        return raw
+        return s
+    if col.type == "timestamp":
+        return _retry(s, lambda x, fmt=PRIMARY_TIMESTAMP: _to_ts(x, fmt), _ts_fallback)
     if col.type == "float64":
-        return s.cast(pl.Float64, strict=False)
+        return _retry(
+            s,
+            lambda x: x.cast(pl.Float64, strict=False),
+            lambda x: x.str.strip_chars().cast(pl.Float64, strict=False),
+        )
     if col.type in INT_RANGES:
-        f = s.cast(pl.Float64, strict=False)
-        lo, hi = INT_RANGES[col.type]
-        ok = f.is_finite() & (f == f.round(0)) & (f >= lo) & (f <= hi)
-        return pl.when(ok).then(f).otherwise(None).cast(col.polars_type)
+        return _integral(
+            col,
+            _retry(
+                s,
+                lambda x: x.cast(pl.Float64, strict=False),
+                lambda x: x.str.strip_chars().cast(pl.Float64, strict=False),
+            ),
+        )
     if col.type == "bool":
-        low = s.str.to_lowercase()
+        low = s.str.strip_chars().str.to_lowercase()
         return (
-            pl.when(low.is_in(TRUE_WORDS)).then(True).when(low.is_in(FALSE_WORDS)).then(False).otherwise(None)
+            pl.select(
+                pl.when(low.is_in(TRUE_WORDS))
+                .then(True)
+                .when(low.is_in(FALSE_WORDS))
+                .then(False)
+                .otherwise(None)
+            )
+            .to_series()
+            .alias(s.name)
         )
     if col.type == "date":
-        return s.str.to_date("%Y-%m-%d", strict=False)
-    if col.type == "timestamp":
-        return pl.coalesce(
-            [s.str.to_datetime(f, time_unit="us", time_zone="UTC", strict=False) for f in TIMESTAMP_FORMATS]
-        )
+        return s.str.strip_chars().str.to_date("%Y-%m-%d", strict=False)
     raise ContractError(f"no parser for type {col.type}")
+
+
+def _to_ts(s: pl.Series, fmt: str) -> pl.Series:
+    return s.str.to_datetime(fmt, time_unit="us", time_zone="UTC", strict=False)
+
+
+def _ts_fallback(s: pl.Series) -> pl.Series:
+    s = s.str.strip_chars()
+    return pl.select(pl.coalesce([_to_ts(s, f) for f in TIMESTAMP_FORMATS])).to_series()
+
+
+def _retry(s: pl.Series, first, fallback) -> pl.Series:
+    out = first(s)
+    todo = out.is_null() & s.is_not_null()
+    if todo.any():
+        idx = todo.arg_true()
+        out = out.scatter(idx, fallback(s.gather(idx)))
+    return out.alias(s.name)
+
+
+def _integral(col: Column, f: pl.Series) -> pl.Series:
+    lo, hi = INT_RANGES[col.type]
+    ok = f.is_finite() & (f == f.round(0)) & (f >= lo) & (f <= hi)
+    return pl.select(pl.when(ok).then(f).otherwise(None).cast(col.polars_type)).to_series().alias(f.name)
+
+
+def parse_series(col: Column, s: pl.Series) -> pl.Series:
+    """A column's values in its declared type, parsed once. Typed input (Parquet) keeps its values:
+    numbers are cast, timestamps normalised to UTC microseconds; text is parsed. Unparseable -> null."""
+    if s.dtype == pl.String:
+        return _parse_text(col, s)
+    if s.dtype == pl.Null:
+        return pl.Series(s.name, [None] * len(s), dtype=col.polars_type)
+    if col.type == "timestamp" and isinstance(s.dtype, pl.Datetime):
+        utc = s.dt.convert_time_zone("UTC") if s.dtype.time_zone else s.dt.replace_time_zone("UTC")
+        return utc.dt.cast_time_unit("us")
+    if col.type == "string" and not s.dtype.is_temporal():
+        return s.cast(pl.String)
+    if col.type == "float64" and s.dtype.is_numeric():
+        return s.cast(pl.Float64)
+    if col.type in INT_RANGES and s.dtype.is_numeric():
+        return _integral(col, s.cast(pl.Float64))
+    if col.type == "bool" and s.dtype == pl.Boolean:
+        return s
+    if col.type == "date" and s.dtype == pl.Date:
+        return s
+    return _parse_text(col, _as_text(s))
+
+
+def _as_text(s: pl.Series) -> pl.Series:
+    if isinstance(s.dtype, pl.Datetime):
+        return s.dt.to_string("%Y-%m-%dT%H:%M:%S%.6f" + ("Z" if s.dtype.time_zone else ""))
+    return s.cast(pl.String)
 
 
 def _error(reason: str, field_name: str, message: pl.Expr) -> pl.Expr:
@@ -383,13 +453,55 @@ def _column_errors(
 
 @dataclass
 class Validated:
-    """Result of validating string rows against a contract."""
+    """Result of validating rows against a contract."""
 
-    accepted: pl.DataFrame  # typed landing columns + carried columns
+    accepted: pl.DataFrame  # carried columns + typed landing columns
     rejected: pl.DataFrame  # carried columns + reason_code, field, message, raw_record
 
 
-def validate_strings(
+WHITESPACE = (" ", "\t", "\r", "\n", "\x0b", "\x0c")
+
+
+def _blank(col: Column, s: pl.Series, parsed: pl.Series) -> pl.Series:
+    """Missing or only whitespace. Text that parsed to a number or a time is not blank, so the
+    whitespace test runs only on the values that could be."""
+    if s.dtype != pl.String:
+        return s.is_null()
+    if col.type == "string":  # only a value starting with whitespace can be blank
+        maybe = s.str.slice(0, 1).is_in(WHITESPACE).fill_null(False)
+    else:
+        maybe = parsed.is_null() & s.is_not_null()
+    blank = s.is_null() | (s.str.len_bytes() == 0)
+    if maybe.any():
+        idx = maybe.arg_true()
+        blank = blank.scatter(idx, ~s.gather(idx).str.contains(r"\S"))
+    return blank
+
+
+def _violates(col: Column, allowed: Mapping[str, frozenset[str]]) -> pl.Expr:
+    """Rows where the column breaks its contract (the cheap test; messages are built only for these).
+    Evaluated over the given value (``<name>``) and the parsed one (``_p_<name>``)."""
+    p = pl.col(f"_p_{col.name}")
+    blank = pl.col(f"_b_{col.name}")
+    bad = ~blank & p.is_null()
+    if not col.nullable:
+        bad = bad | blank
+    if col.type == "float64":
+        bad = bad | p.is_nan() | p.is_infinite()
+    if col.min is not None:
+        bad = bad | (p < col.min)
+    if col.max is not None:
+        bad = bad | (p > col.max)
+    if col.enum:
+        bad = bad | (p.is_not_null() & ~p.is_in(list(col.enum)))
+    if col.references and col.references in allowed:
+        bad = bad | (p.is_not_null() & ~p.is_in(sorted(allowed[col.references])))
+    if col.pattern:
+        bad = bad | (p.is_not_null() & ~p.str.contains(col.pattern))
+    return bad.fill_null(False)
+
+
+def validate_rows(
     frame: pl.DataFrame,
     c: Contract,
     *,
@@ -397,100 +509,149 @@ def validate_strings(
     allowed: Mapping[str, frozenset[str]] | None = None,
     raw_column: str | None = None,
 ) -> Validated:
-    """Validate rows whose landing columns are all strings (missing columns may be absent).
+    """Validate rows of text (CSV, JSON) or typed values (Parquet); missing columns may be absent.
 
-    Every row ends in exactly one of the two outputs. A rejected row carries the first failure in
-    column order (missing, type, finiteness, bounds, enum, references, pattern; then row rules), and
-    its original content: ``raw_column`` if given (e.g. the JSONL line), else its fields as JSON.
-    ``carry`` columns (e.g. file and row number) pass through untouched.
+    Each column is parsed once. Every row ends in exactly one of the two outputs. A rejected row carries
+    the first failure in column order (missing, type, finiteness, bounds, enum, references, pattern; then
+    row rules), and its original content: ``raw_column`` if given (e.g. the JSONL line), else its fields
+    as JSON. ``carry`` columns (e.g. file and row number) pass through untouched. Messages are built only
+    for the rejected rows, so a clean batch costs a parse and a few comparisons per column.
     """
     allowed = allowed or {}
     cols = c.landing_columns
-    raw_names = [n for n in frame.columns if n not in carry and n != raw_column]
-    present = frame.with_columns(
-        [pl.lit(None, dtype=pl.String).alias(col.name) for col in cols if col.name not in frame.columns]
+    n = frame.height
+    given = {
+        col.name: frame[col.name] if col.name in frame.columns else pl.Series(col.name, [None] * n, pl.String)
+        for col in cols
+    }
+    values = {col.name: parse_series(col, given[col.name]).alias(col.name) for col in cols}
+    parsed = pl.DataFrame(list(values.values()))
+    both = pl.DataFrame(
+        [_blank(col, given[col.name], values[col.name]).alias(f"_b_{col.name}") for col in cols]
+        + [parsed[col.name].alias(f"_p_{col.name}") for col in cols]
     )
-    parsed = {col.name: _parse_expr(col, pl.col(col.name).cast(pl.String)) for col in cols}
-    conditions: list[tuple[pl.Expr, pl.Expr]] = []
-    for col in cols:
-        conditions.extend(_column_errors(col, pl.col(col.name).cast(pl.String), parsed[col.name], allowed))
+    checks = [_violates(col, allowed) for col in cols]
+    bad = (
+        both.select(pl.any_horizontal(checks).alias("bad")).to_series()
+        if checks
+        else pl.repeat(False, n, eager=True)
+    )
+    rule_ok = [parsed.select(pl.sql_expr(rule.expr).alias("ok")).to_series() for rule in c.row_rules]
+    for ok in rule_ok:
+        bad = bad | ok.eq(False).fill_null(False)
+    accepted = (
+        pl.concat([frame.select(carry), parsed], how="horizontal").filter(~bad)
+        if n
+        else pl.concat([frame.select(carry), parsed], how="horizontal")
+    )
+    if not bad.any():
+        return Validated(accepted=accepted, rejected=_empty_rejects(frame, carry))
+    sub = frame.filter(bad)
+    text = pl.DataFrame([_as_text(given[col.name].filter(bad)).alias(col.name) for col in cols])
+    staged = pl.concat(
+        [sub.select(carry), text, parsed.filter(bad).rename(lambda x: f"_p_{x}")], how="horizontal"
+    )
     chain = None
-    for cond, err in conditions:
-        chain = (
-            pl.when(cond.fill_null(False)).then(err)
-            if chain is None
-            else chain.when(cond.fill_null(False)).then(err)
-        )
-    error_expr = (chain.otherwise(None) if chain is not None else pl.lit(None)).alias("_error")
-
-    staged = present.with_columns(
-        error_expr,
-        (
-            pl.col(raw_column)
-            if raw_column
-            else pl.struct([pl.col(n) for n in raw_names]).struct.json_encode()
-            if raw_names
-            else pl.lit(None, pl.String)
-        ).alias("raw_record"),
-        *[expr.alias(f"_p_{name}") for name, expr in parsed.items()],
-    )
-    # Row rules run on parsed values, only where the fields themselves are valid.
-    for rule in c.row_rules:
-        expr = pl.sql_expr(rule.expr)
-        renamed = (
-            staged.select([pl.col(f"_p_{col.name}").alias(col.name) for col in cols])
-            .select(expr.alias("_ok"))
-            .to_series()
-        )
-        staged = staged.with_columns(
-            pl.when(pl.col("_error").is_null() & renamed.eq(False).fill_null(False))
-            .then(
-                pl.struct(
-                    pl.lit(rule.reason).alias("reason_code"),
-                    pl.lit(rule.field).alias("field"),
-                    pl.lit(rule.message).alias("message"),
-                )
-            )
-            .otherwise(pl.col("_error"))
-            .alias("_error")
-        )
-    good = staged.filter(pl.col("_error").is_null())
-    bad = staged.filter(pl.col("_error").is_not_null())
-    accepted = good.select(
-        [pl.col(n) for n in carry]
-        + [pl.col(f"_p_{col.name}").cast(col.polars_type).alias(col.name) for col in cols]
-    )
-    rejected = bad.select(
-        [pl.col(n) for n in carry]
-        + [pl.col("_error").struct.field(f) for f in ERROR_COLUMNS]
-        + [pl.col("raw_record")]
+    for col in cols:
+        for cond, err in _column_errors(col, pl.col(col.name), pl.col(f"_p_{col.name}"), allowed):
+            cond = cond.fill_null(False)
+            chain = pl.when(cond).then(err) if chain is None else chain.when(cond).then(err)
+    for rule, ok in zip(c.row_rules, rule_ok, strict=True):
+        err = _error(rule.reason, rule.field, pl.lit(rule.message))
+        cond = pl.Series(ok.filter(bad)).eq(False).fill_null(False)
+        chain = pl.when(cond).then(err) if chain is None else chain.when(cond).then(err)
+    raw_names = [x for x in sub.columns if x not in carry and x != raw_column]
+    if raw_column:
+        raw = pl.col(raw_column) if raw_column in sub.columns else pl.lit(None, pl.String)
+        staged = staged.with_columns(sub[raw_column]) if raw_column in sub.columns else staged
+    elif raw_names:
+        staged = staged.with_columns(_json_of(sub.select(raw_names)).alias("__raw"))
+        raw = pl.col("__raw")
+    else:
+        raw = pl.lit(None, pl.String)
+    rejected = staged.select(
+        *[pl.col(x) for x in carry],
+        chain.otherwise(None).alias("_error"),
+        raw.alias("raw_record"),
+    ).select(
+        *[pl.col(x) for x in carry], *[pl.col("_error").struct.field(f) for f in ERROR_COLUMNS], "raw_record"
     )
     return Validated(accepted=accepted, rejected=rejected)
 
 
+def _json_of(frame: pl.DataFrame) -> pl.Series:
+    shown = frame.select(
+        [_as_text(frame[x]) if frame[x].dtype.is_temporal() else frame[x] for x in frame.columns]
+    )
+    return shown.select(pl.struct(pl.all()).struct.json_encode()).to_series()
+
+
+def _empty_rejects(frame: pl.DataFrame, carry: tuple[str, ...]) -> pl.DataFrame:
+    return pl.DataFrame(
+        schema={
+            **{x: frame.schema[x] for x in carry},
+            **dict.fromkeys(ERROR_COLUMNS, pl.String),
+            "raw_record": pl.String,
+        }
+    )
+
+
 def conformance_violations(frame: pl.DataFrame, c: Contract) -> list[str]:
-    """What in a frame breaks its contract: columns, dtypes, nulls, finiteness, bounds, enums (keys: see key_duplicates)."""
-    problems: list[str] = []
+    """What in a frame breaks its contract: columns, dtypes, nulls, finiteness, bounds, enums (keys: see
+    key_duplicates). Every statistic is computed in one pass over the frame."""
     expected = c.polars_schema()
     if list(frame.columns) != list(expected):
-        problems.append(f"columns {frame.columns} != contract {list(expected)}")
+        return [f"columns {frame.columns} != contract {list(expected)}"]
+    problems = [
+        f"{col.name}: dtype {frame.schema[col.name]} != {col.polars_type}"
+        for col in c.columns
+        if frame.schema[col.name] != col.polars_type
+    ]
+    if problems:
         return problems
+    exprs = []
     for col in c.columns:
-        s = frame.get_column(col.name)
-        if s.dtype != col.polars_type:
-            problems.append(f"{col.name}: dtype {s.dtype} != {col.polars_type}")
-            continue
-        if not col.nullable and s.null_count():
-            problems.append(f"{col.name}: {s.null_count()} nulls in a non-nullable column")
-        if col.type == "float64" and (~s.drop_nulls().is_finite()).any():
-            problems.append(f"{col.name}: non-finite values")
-        if col.min is not None and (s.drop_nulls() < col.min).any():
-            problems.append(f"{col.name}: values below {col.min}")
-        if col.max is not None and (s.drop_nulls() > col.max).any():
-            problems.append(f"{col.name}: values above {col.max}")
-        if col.enum and (~s.drop_nulls().is_in(list(col.enum))).any():
-            problems.append(f"{col.name}: values outside {list(col.enum)}")
+        x = pl.col(col.name)
+        if not col.nullable:
+            exprs.append(x.null_count().alias(f"{col.name}|nulls"))
+        if col.type == "float64":
+            exprs.append((x.is_nan() | x.is_infinite()).sum().alias(f"{col.name}|nonfinite"))
+        if col.min is not None:
+            exprs.append((x < col.min).sum().alias(f"{col.name}|below"))
+        if col.max is not None:
+            exprs.append((x > col.max).sum().alias(f"{col.name}|above"))
+        if col.enum:
+            exprs.append((~x.is_in(list(col.enum))).sum().alias(f"{col.name}|outside"))
+    stats = frame.select(exprs).row(0, named=True) if exprs else {}
+    for col in c.columns:
+        n = col.name
+        if stats.get(f"{n}|nulls"):
+            problems.append(f"{n}: {stats[f'{n}|nulls']} nulls in a non-nullable column")
+        if stats.get(f"{n}|nonfinite"):
+            problems.append(f"{n}: non-finite values")
+        if stats.get(f"{n}|below"):
+            problems.append(f"{n}: values below {col.min}")
+        if stats.get(f"{n}|above"):
+            problems.append(f"{n}: values above {col.max}")
+        if stats.get(f"{n}|outside"):
+            problems.append(f"{n}: values outside {list(col.enum)}")
     return problems
+
+
+class ConformanceProfile:
+    """Conformance of a table written batch by batch: each batch is profiled once (null counts, ranges,
+    finiteness, enum members) and ``violations`` reports what ``conformance_violations`` would on the whole."""
+
+    def __init__(self, c: Contract):
+        self.c = c
+        self.problems: dict[str, str] = {}
+
+    def update(self, frame: pl.DataFrame) -> None:
+        for problem in conformance_violations(frame.select(self.c.column_names), self.c):
+            self.problems.setdefault(problem.split(":", 1)[0], problem)
+
+    def violations(self) -> list[str]:
+        return list(self.problems.values())
 
 
 def key_duplicates(frame: pl.DataFrame, c: Contract) -> int:

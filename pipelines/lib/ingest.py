@@ -1,139 +1,62 @@
-"""Ingest one landing day: read every file, validate every row against its contract, quarantine the rest.
+"""Ingest one landing day, streaming: every file is read in batches, every row validated against its
+contract, accepted rows written as they come, the rest quarantined with a reason.
 
-For each day the partition is rebuilt whole from the day's landing files, so re-running is idempotent
-and a corrected file replaces its earlier rows. Every file gets a ledger row whose counts reconcile:
-rows_in = rows_accepted + rows_quarantined. A whole-file problem is one quarantine entry (row_number 0)
-that accounts for all of the file's rows.
+Memory is set by a batch (``readers.BATCH_ROWS``), not by the day: runs (one row per training run) are
+held in memory, samples go batch by batch into a staged Parquet file beside the lake, with one 64-bit hash
+of each sample's key in a second staged file. Uniqueness is then decided by DuckDB over those hashes (out of
+core), and only colliding keys are compared exactly. The day is rebuilt whole from its landing files, so
+re-running is idempotent and a corrected file replaces its earlier rows. Every file gets a ledger row whose
+counts reconcile: rows_in = rows_accepted + rows_quarantined. A whole-file problem is one quarantine entry
+(row_number 0) that accounts for all of the file's rows; a file's row rejects beyond
+``MAX_REJECTS_PER_FILE`` are summarised in one ``rejects_capped`` entry.
+
+Uniqueness holds across days too: a file whose bytes were already accepted on another day is a
+``file_duplicate``, a run already in another day's partition a ``duplicate_key``, and so are the samples
+of such a run that the other day already holds.
 """
 
 from __future__ import annotations
 
+import collections
 import datetime as dt
-import gzip
 import hashlib
-import io
-import zlib
+import queue
+import shutil
+import threading
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+from filelock import FileLock
 
-from pipelines.lib import lake
+from pipelines.lib import lake, readers
 from pipelines.lib.contracts import (
+    ConformanceProfile,
     Contract,
     conformance_violations,
     contract,
     key_duplicates,
-    validate_strings,
+    validate_rows,
 )
+from pipelines.lib.fileio import fsync_dir
+from pipelines.lib.landing import LandingFile, day_files
 from pipelines.lib.paths import DataHome
+from pipelines.lib.readers import ROW, FallBack, FileInfo, FileProblem
 from pipelines.lib.sqlfiles import sql_text
 
 LANDING_TABLES = ("runs", "utilisation_samples")
+SAMPLE_KEY = ("run_id", "server_id", "ts")
 TS_OUT = "%Y-%m-%dT%H:%M:%S%.6fZ"
-MAX_LINE_BYTES = 1 << 20  # a JSONL line or CSV row above 1 MiB is not telemetry: the file is quarantined
-# Internal columns carried beside a file's fields; an input column with this prefix is refused.
-INTERNAL = "__fleet_"
-CARRY = ("__fleet_file", "__fleet_row", "__fleet_order")
-
-
-class FileProblem(Exception):
-    """A whole landing file cannot be read; it is quarantined with this reason."""
-
-    def __init__(self, reason: str, message: str):
-        super().__init__(message)
-        self.reason = reason
-        self.message = message
-
-
-@dataclass(frozen=True)
-class LandingFile:
-    source: str
-    path: Path
-    relpath: str  # relative to the landing root, as shown to people
-
-
-@dataclass
-class DayIngest:
-    """Everything one day's ingest produces, ready for the lake."""
-
-    runs: pl.DataFrame
-    utilisation_samples: pl.DataFrame
-    quarantine: pl.DataFrame
-    ingest_ledger: pl.DataFrame
-    extra_fields: pl.DataFrame
-
-    def frames(self) -> dict[str, pl.DataFrame]:
-        return {
-            "runs": self.runs,
-            "utilisation_samples": self.utilisation_samples,
-            "quarantine": self.quarantine,
-            "ingest_ledger": self.ingest_ledger,
-            "extra_fields": self.extra_fields,
-        }
-
-
-def landing_files(home: DataHome, day: str) -> list[LandingFile]:
-    """Non-hidden entries of landing/<source>/<day>/, in delivery order (mtime, then path)."""
-    out = []
-    if not home.landing.exists():
-        return out
-    for source_dir in sorted(p for p in home.landing.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        day_dir = source_dir / day
-        if not day_dir.is_dir():
-            continue
-        for f in day_dir.iterdir():
-            if f.name.startswith(".") or f.is_dir():
-                continue
-            out.append(
-                LandingFile(source=source_dir.name, path=f, relpath=f"{source_dir.name}/{day}/{f.name}")
-            )
-
-    def order(lf: LandingFile):
-        try:
-            return (lf.path.lstat().st_mtime_ns, lf.relpath)
-        except OSError:
-            return (0, lf.relpath)
-
-    return sorted(out, key=order)
-
-
-def landing_days(home: DataHome) -> list[str]:
-    """Every day folder present under any landing source."""
-    if not home.landing.exists():
-        return []
-    days = {d.name for s in home.landing.iterdir() if s.is_dir() for d in s.iterdir() if d.is_dir()}
-    return sorted(d for d in days if _is_day(d))
-
-
-def _is_day(text: str) -> bool:
-    try:
-        dt.date.fromisoformat(text)
-    except ValueError:
-        return False
-    return len(text) == 10
-
-
-def detect_format(name: str, head: bytes) -> tuple[str | None, bool]:
-    """(format, gzipped) from content where it is unambiguous (gzip/Parquet magic, a leading '{'), else the name."""
-    gz = head[:2] == b"\x1f\x8b"
-    base = name[:-3] if name.endswith(".gz") else name
-    if head[:4] == b"PAR1":
-        return "parquet", False
-    if base.endswith((".jsonl", ".ndjson", ".json")):
-        return "jsonl", gz
-    if base.endswith(".csv"):
-        return "csv", gz
-    if base.endswith(".parquet"):
-        return "parquet", gz
-    if gz:
-        return None, True  # decided after decompression
-    first = head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
-    if first in (b"{", b"["):
-        return "jsonl", False
-    return None, False
+MAX_REJECTS_PER_FILE = 1000  # row rejects kept one by one per file; the rest are summarised in one entry
+HASH_FIRST_BYTES = 8 << 20  # files up to this size are hashed before reading (a duplicate is never read)
+DICTIONARY = ["run_id", "server_id", "role"]  # dictionary-encode the repetitive text columns only
+QUARANTINE_COLUMNS = ("row_number", "reason_code", "field", "message", "raw_record")
 
 
 def table_for(name: str) -> str | None:
@@ -144,533 +67,908 @@ def table_for(name: str) -> str | None:
     return None
 
 
-def _decode(data: bytes, rel: str) -> str:
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise FileProblem(
-            "file_bad_encoding",
-            f"{rel}: not UTF-8 text (byte {exc.start}: {exc.reason}); re-export the file as UTF-8",
-        ) from exc
+# ---------------------------------------------------------------- bookkeeping
 
 
-def _check_line_lengths(lengths: pl.Series, rel: str, first_line: int) -> None:
-    if lengths.len() and lengths.max() > MAX_LINE_BYTES:
-        idx = int(lengths.arg_max())
-        raise FileProblem(
-            "file_oversized_line",
-            f"{rel}: line {idx + first_line} is {lengths.max():,} bytes, above the "
-            f"{MAX_LINE_BYTES:,}-byte limit for one record",
-        )
+@dataclass
+class _File:
+    """One landing file's ledger entry and what ingest learnt while reading it."""
+
+    lf: LandingFile
+    order: int
+    entry: dict
+    accepted: int = 0
+    quarantined: int = 0  # rows quarantined one by one (file-level problems are counted in the entry)
+    rejects: list[pl.DataFrame] = field(default_factory=list)
+    rejected_rows: list[pl.Series] = field(default_factory=list)
+    row_groups: list[int] = field(default_factory=list)
+    dead_groups: list[int] = field(default_factory=list)  # written, then dropped (a fault or a fallback)
+    extras: list[pl.DataFrame] = field(default_factory=list)
+    ordinals: bool = False  # JSONL fast path: row numbers are record ordinals until mapped to lines
+    gz: bool = False
+    info: FileInfo = field(default_factory=FileInfo)
+
+    def reject(self, frame: pl.DataFrame) -> None:
+        if frame.height:
+            self.rejects.append(frame.select(ROW, *QUARANTINE_COLUMNS[1:]))
+            self.rejected_rows.append(frame[ROW])
+            self.quarantined += frame.height
 
 
-def _refuse_reserved(columns, rel: str) -> None:
-    reserved = [c for c in columns if c and c.startswith(INTERNAL)]
-    if reserved:
-        raise FileProblem(
-            "file_unreadable",
-            f"{rel}: column name(s) {reserved} use the reserved prefix {INTERNAL!r}; rename them",
-        )
+class _Staged:
+    """A Parquet file written batch by batch, one row group per batch, by a background thread (pyarrow
+    frees the GIL), so writing overlaps reading and validating the next batch. At most two batches wait."""
 
+    def __init__(self, path: Path, schema: pa.Schema, **options):
+        self.path, self.schema = path, schema
+        self.options = {"compression": "zstd", **options}
+        self.groups = 0
+        self.rows = 0
+        self._queue: queue.Queue[pa.Table | None] = queue.Queue(maxsize=2)
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
 
-def _read_jsonl(text: str, c: Contract, rel: str) -> tuple[pl.DataFrame, list[str]]:
-    lines = pl.DataFrame({"line": pl.Series(text.split("\n"), dtype=pl.String)}).with_row_index(
-        "row_number", offset=1
-    )
-    _check_line_lengths(lines.get_column("line").str.len_bytes(), rel, 1)
-    lines = lines.with_columns(pl.col("line").str.strip_chars_end("\r")).filter(
-        pl.col("line").str.strip_chars() != ""
-    )
-    con = duckdb.connect()
-    try:
-        con.register("lines", lines)
-        keys = con.sql(sql_text("transforms/jsonl_keys.sql")).pl().get_column("k").to_list()
-        names = [col.name for col in c.landing_columns]
-        _refuse_reserved(keys, rel)
-        extras = [
-            k for k in keys if k and k not in names
-        ]  # an empty key cannot be addressed; it stays in the raw line
-        fields = names + extras
-        parsed = con.sql(
-            sql_text("transforms/jsonl_fields.sql"),
-            params={"paths": ['$."' + n.replace('"', '\\"') + '"' for n in fields]},
-        ).pl()
-    finally:
-        con.close()
-    frame = parsed.select(
-        pl.col("row_number").cast(pl.Int64).alias("__fleet_row"),
-        pl.col("is_valid_json").alias("__fleet_valid"),
-        pl.col("json_kind").alias("__fleet_kind"),
-        *[pl.col("field_values").list.get(i, null_on_oob=True).alias(n) for i, n in enumerate(fields)],
-    ).with_columns(lines.get_column("line").alias("__fleet_raw"))
-    return frame, extras
-
-
-def _read_csv(data: bytes, c: Contract, rel: str) -> tuple[pl.DataFrame, list[str]]:
-    text = _decode(data, rel)
-    _check_line_lengths(pl.Series(text.split("\n")).str.len_bytes(), rel, 1)
-    try:
-        frame = pl.read_csv(text.encode(), infer_schema=False)
-    except pl.exceptions.PolarsError as exc:
-        raise FileProblem("file_unreadable", f"{rel}: not valid CSV ({str(exc).splitlines()[0]})") from exc
-    _refuse_reserved(frame.columns, rel)
-    dup_header = [n for n in frame.columns if n.endswith("_duplicated_0")]
-    if dup_header:
-        raise FileProblem("file_unreadable", f"{rel}: the header repeats column(s) {dup_header}")
-    names = [col.name for col in c.landing_columns]
-    extras = [x for x in frame.columns if x not in names]
-    raw = pl.struct(pl.all()).struct.json_encode() if frame.width else pl.lit(None, pl.String)
-    # Data row i is line i + 1 (the header is line 1).
-    return frame.with_columns(raw.alias("__fleet_raw")).with_row_index("__fleet_row", offset=2).with_columns(
-        pl.col("__fleet_row").cast(pl.Int64)
-    ), extras
-
-
-def _read_parquet(data: bytes, c: Contract, rel: str) -> tuple[pl.DataFrame, list[str]]:
-    try:
-        frame = pl.read_parquet(io.BytesIO(data))
-    except Exception as exc:  # pyarrow/polars raise several types for a damaged file
-        raise FileProblem(
-            "file_unreadable", f"{rel}: not a readable Parquet file ({str(exc).splitlines()[0]})"
-        ) from exc
-    _refuse_reserved(frame.columns, rel)
-    as_text = frame.with_columns(
-        [
-            (
-                pl.col(n).dt.convert_time_zone("UTC")
-                if t.time_zone
-                else pl.col(n).dt.replace_time_zone("UTC")
-            ).dt.to_string(TS_OUT)
-            if isinstance(t, pl.Datetime)
-            else pl.col(n).cast(pl.String)
-            for n, t in frame.schema.items()
-        ]
-    )
-    names = [col.name for col in c.landing_columns]
-    extras = [x for x in frame.columns if x not in names]
-    raw = pl.struct(pl.all()).struct.json_encode() if as_text.width else pl.lit(None, pl.String)
-    return as_text.with_columns(raw.alias("__fleet_raw")).with_row_index(
-        "__fleet_row", offset=1
-    ).with_columns(pl.col("__fleet_row").cast(pl.Int64)), extras
-
-
-def read_strings(data: bytes, name: str, rel: str, c: Contract) -> tuple[pl.DataFrame, list[str], str]:
-    """A landing file as string columns + ``_row_number`` + ``_raw``; raises FileProblem for whole-file faults."""
-    if not data:
-        raise FileProblem("file_empty", f"{rel}: the file is empty (0 bytes)")
-    fmt, gz = detect_format(name, data[:8])
-    if gz:
+    def _drain(self) -> None:
+        writer = None
         try:
-            data = gzip.decompress(data)
-        except (EOFError, zlib.error) as exc:
-            raise FileProblem(
-                "file_truncated", f"{rel}: the gzip stream is truncated or damaged ({exc}); deliver it again"
-            ) from exc
-        except OSError as exc:
-            raise FileProblem("file_unreadable", f"{rel}: not a readable gzip file ({exc})") from exc
-        if fmt is None:
-            fmt, _ = detect_format(name[:-3] if name.endswith(".gz") else name, data[:8])
-        if not data:
-            raise FileProblem("file_empty", f"{rel}: the file is empty once decompressed")
-    if fmt is None:
-        raise FileProblem(
-            "file_unknown_format", f"{rel}: unknown format; name it .jsonl, .csv or .parquet (optionally .gz)"
+            while (table := self._queue.get()) is not None:
+                if writer is None:
+                    writer = pq.ParquetWriter(self.path, self.schema, **self.options)
+                writer.write_table(table, row_group_size=max(table.num_rows, 1))
+        except BaseException as exc:  # re-raised by close()
+            self._error = exc
+            while self._queue.get() is not None:
+                pass
+        finally:
+            if writer is not None:
+                writer.close()
+
+    def write(self, table: pa.Table) -> int:
+        """Queue one batch; returns its row-group index."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._drain, daemon=True)
+            self._thread.start()
+        self._queue.put(table)
+        self.groups += 1
+        self.rows += table.num_rows
+        return self.groups - 1
+
+    def close(self) -> Path | None:
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+        if self._error is not None:
+            raise self._error
+        return self.path if self.groups else None
+
+
+# One 64-bit hash of each staged sample's key and its row number in its file, in the staged file's order.
+_HASH_SCHEMA = pa.schema([("h", pa.uint64()), ("row", pa.int64())])
+
+
+@dataclass
+class DayIngest:
+    """One day's ingest, staged beside the lake and ready to be promoted."""
+
+    day: str
+    staging: Path
+    runs: pl.DataFrame
+    quarantine: pl.DataFrame
+    ingest_ledger: pl.DataFrame
+    samples_path: Path | None
+    samples_rows: int
+    samples_violations: list[str]
+    samples_duplicated: int
+    extra_fields_path: Path | None
+    extra_fields_rows: int
+
+    @property
+    def utilisation_samples(self) -> pl.DataFrame:
+        """The staged samples (reads them whole: for tests and small days)."""
+        if self.samples_path is None:
+            return contract("utilisation_samples").empty_frame()
+        return pl.read_parquet(self.samples_path)
+
+    @property
+    def extra_fields(self) -> pl.DataFrame:
+        if self.extra_fields_path is None:
+            return contract("extra_fields").empty_frame()
+        return pl.read_parquet(self.extra_fields_path)
+
+    def row_counts(self) -> dict[str, int]:
+        return {
+            "runs": self.runs.height,
+            "utilisation_samples": self.samples_rows,
+            "quarantine": self.quarantine.height,
+            "ingest_ledger": self.ingest_ledger.height,
+            "extra_fields": self.extra_fields_rows,
+        }
+
+    def frames(self) -> dict[str, pl.DataFrame]:
+        """Every table as a frame (reads staged files whole: for tests and small days)."""
+        return {
+            "runs": self.runs,
+            "utilisation_samples": self.utilisation_samples,
+            "quarantine": self.quarantine,
+            "ingest_ledger": self.ingest_ledger,
+            "extra_fields": self.extra_fields,
+        }
+
+    def discard(self) -> None:
+        shutil.rmtree(self.staging, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- what other days already hold
+
+
+@dataclass
+class _Prior:
+    """What other days' partitions already accepted: file hashes and run ids (small: one row per file/run)."""
+
+    files: dict[str, tuple[str, str]]  # sha256 -> (day, source_file)
+    sizes: set[int]
+    runs: dict[str, str]  # run_id -> day
+
+
+def _prior(home: DataHome, day: str) -> _Prior:
+    files: dict[str, tuple[str, str]] = {}
+    sizes: set[int] = set()
+    runs: dict[str, str] = {}
+    for path in lake.table_files(home, "ingest_ledger"):
+        d = path.parent.name.removeprefix("day=")
+        if d == day:
+            continue
+        led = pl.read_parquet(path, columns=["sha256", "source_file", "size_bytes", "rows_accepted"])
+        for sha, src, size, acc in led.iter_rows():
+            if acc and sha not in files:
+                files[sha] = (d, src)
+                sizes.add(size)
+    for path in lake.table_files(home, "runs"):
+        d = path.parent.name.removeprefix("day=")
+        if d != day:
+            for rid in pl.read_parquet(path, columns=["run_id"])["run_id"].to_list():
+                runs.setdefault(rid, d)
+    return _Prior(files, sizes, runs)
+
+
+# ---------------------------------------------------------------- the day
+
+
+class _Day:
+    """The state of one day's ingest while its files stream through."""
+
+    def __init__(self, home: DataHome, day: str, platforms: Iterable[str], staging: Path, now: dt.datetime):
+        self.home, self.day, self.staging, self.now = home, day, staging, now
+        self.day_date = dt.date.fromisoformat(day)
+        self.allowed = {"hardware_catalog": frozenset(platforms)}
+        self.prior = _prior(home, day)
+        self.seen: dict[str, tuple[str, int]] = {}  # sha256 -> (first file today, its rows)
+        self.seen_sizes: set[int] = set()
+        self.files: list[_File] = []
+        self.runs_parts: list[pl.DataFrame] = []
+        self.runs = pl.DataFrame()
+        self.windows = pl.DataFrame()
+        self.dup_runs: dict[str, str] = {}  # run_id -> the other day that holds it
+        self.prior_sample_hashes: set[int] = set()
+        s_schema = contract("utilisation_samples").arrow_schema()
+        self.samples = _Staged(staging / "utilisation_samples.parquet", s_schema, use_dictionary=DICTIONARY)
+        self.hashes = _Staged(
+            staging / "sample_keys.parquet", _HASH_SCHEMA, compression="none", use_dictionary=False
         )
-    if fmt == "parquet":
-        frame, extras = _read_parquet(data, c, rel)
-    elif fmt == "jsonl":
-        frame, extras = _read_jsonl(_decode(data, rel), c, rel)
-    else:
-        frame, extras = _read_csv(data, c, rel)
-    if frame.height == 0:
-        raise FileProblem("file_empty", f"{rel}: no data rows")
-    return frame, extras, fmt
+        self.group_sizes: list[int] = []
+        self.extras = _Staged(staging / "extra_fields.parquet", contract("extra_fields").arrow_schema())
+        self.profile = ConformanceProfile(contract("utilisation_samples"))
 
+    # -- files
 
-def _json_rejects(frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Split JSONL rows into (objects, rejects) on JSON validity."""
-    if "__fleet_valid" not in frame.columns:
-        return frame, pl.DataFrame()
-    bad_json = ~pl.col("__fleet_valid")
-    not_obj = pl.col("__fleet_valid") & (pl.col("__fleet_kind") != "OBJECT")
-    rejects = frame.filter(bad_json | not_obj).select(
-        "__fleet_file",
-        "__fleet_row",
-        pl.when(bad_json).then(pl.lit("bad_json")).otherwise(pl.lit("not_an_object")).alias("reason_code"),
-        pl.lit(None, pl.String).alias("field"),
-        pl.when(bad_json)
-        .then(pl.lit("line is not valid JSON (check quotes, commas and brackets)"))
-        .otherwise(
-            pl.format(
-                "line is JSON but not an object ({}); each line must be one record {{...}}",
-                pl.col("__fleet_kind").str.to_lowercase(),
+    def new_file(self, lf: LandingFile, order: int) -> _File:
+        name = lf.path.name
+        entry = {
+            "day": self.day_date,
+            "source": lf.source,
+            "source_file": lf.relpath,
+            "sha256": "0" * 64,
+            "size_bytes": lf.signature[1],
+            "format": None,
+            "table_name": table_for(name),
+            "rows_in": 0,
+            "extra_columns": None,
+            "ingested_at": self.now,
+            "_file_quarantined": 0,
+            "_file_reject": None,
+        }
+        f = _File(lf=lf, order=order, entry=entry)
+        self.files.append(f)
+        return f
+
+    def file_problem(self, f: _File, reason: str, message: str) -> None:
+        """The whole file is quarantined: whatever was kept of it is dropped."""
+        self.drop_rows(f)
+        f.entry["_file_quarantined"] = f.entry["rows_in"]
+        f.entry["_file_reject"] = {"reason_code": reason, "message": message}
+
+    def drop_rows(self, f: _File) -> None:
+        f.accepted = f.quarantined = 0
+        f.rejects, f.rejected_rows, f.extras = [], [], []
+        f.dead_groups.extend(f.row_groups)
+        f.row_groups = []
+        self.runs_parts = [p for p in self.runs_parts if p.height and p["__fleet_order"][0] != f.order]
+
+    # -- reading
+
+    def ingest_file(self, f: _File) -> None:
+        lf = f.lf
+        if lf.problem:
+            self.file_problem(f, *lf.problem)
+            return
+        table = f.entry["table_name"]
+        if table is None:
+            self.file_problem(
+                f,
+                "file_unknown_table",
+                f"{lf.relpath}: cannot tell which table this is; name it "
+                + " or ".join(t + "[-suffix].<ext>" for t in LANDING_TABLES),
             )
+            return
+        try:
+            with open(lf.path, "rb") as fh:
+                head = fh.read(8)
+        except OSError as exc:
+            self.file_problem(f, "file_unreadable", f"{lf.relpath}: cannot be read ({exc.strerror})")
+            return
+        if not head:
+            self.file_problem(f, "file_empty", f"{lf.relpath}: the file is empty (0 bytes)")
+            return
+        size = lf.signature[1]
+        hasher = _Hasher(lf.path)
+        if size <= HASH_FIRST_BYTES or size in self.prior.sizes or size in self.seen_sizes:
+            hasher.run()  # may be a duplicate: decide before reading a row
+            if self.duplicate(f, hasher.hexdigest):
+                return
+        else:
+            hasher.start()  # cannot be a duplicate of anything known; hash while reading
+        c = contract(table)
+        try:
+            self.read(f, c, head)
+        except FileProblem as p:
+            self.file_problem(f, p.reason, p.message)
+        except Exception as exc:  # one producer's odd file must not stop the day: it is quarantined
+            first = (str(exc).splitlines() or [""])[0][:200]
+            self.file_problem(
+                f,
+                "file_unreadable",
+                f"{lf.relpath}: could not be read as {c.name} ({type(exc).__name__}: {first})",
+            )
+        hasher.join()
+        f.entry["sha256"] = hasher.hexdigest
+        if f.entry["_file_reject"] is None and f.entry["rows_in"] == 0:
+            self.file_problem(f, "file_empty", f"{lf.relpath}: no data rows")
+        if f.entry["_file_reject"] is None or f.entry["_file_reject"]["reason_code"] != "file_duplicate":
+            self.seen.setdefault(hasher.hexdigest, (lf.relpath, f.entry["rows_in"]))
+            self.seen_sizes.add(size)
+
+    def duplicate(self, f: _File, sha: str) -> bool:
+        f.entry["sha256"] = sha
+        if sha in self.seen:
+            first, rows = self.seen[sha]
+            f.entry["rows_in"] = rows
+            self.file_problem(
+                f,
+                "file_duplicate",
+                f"{f.lf.relpath}: identical to {first} (same sha256); its {rows} rows are taken from there once",
+            )
+            return True
+        if sha in self.prior.files:
+            d, first = self.prior.files[sha]
+            self.file_problem(
+                f,
+                "file_duplicate",
+                f"{f.lf.relpath}: identical to {first}, already accepted on {d} (same sha256); "
+                "its rows are kept from there once",
+            )
+            return True
+        return False
+
+    def read(self, f: _File, c: Contract, head: bytes) -> None:
+        lf = f.lf
+        fmt, gz = readers.detect_format(lf.path.name, head)
+        f.gz = gz
+        if gz and fmt is None:
+            with readers.open_plain(lf.path, lf.relpath, True) as s:
+                inner = s.read(8)
+            if not inner:
+                raise FileProblem("file_empty", f"{lf.relpath}: the file is empty once decompressed")
+            fmt, _ = readers.detect_format(lf.path.name.removesuffix(".gz"), inner)
+        if fmt is None:
+            raise FileProblem(
+                "file_unknown_format",
+                f"{lf.relpath}: unknown format; name it .jsonl, .csv or .parquet (optionally .gz)",
+            )
+        f.entry["format"] = fmt
+        info = f.info
+        if fmt == "jsonl":
+            f.ordinals = True
+            batches = readers.read_jsonl(lf.path, c, lf.relpath, gz, self.staging, info)
+            self.consume(f, c, batches)
+        elif fmt == "csv":
+            with readers.open_plain(lf.path, lf.relpath, gz) as stream:
+                self.consume(f, c, readers.read_csv(stream, c, lf.relpath, info))
+        else:
+            plain = readers.plain_copy(lf.path, lf.relpath, gz, self.staging)
+            try:
+                self.consume(f, c, readers.read_parquet(plain, c, lf.relpath, info))
+            finally:
+                if plain != lf.path:
+                    plain.unlink(missing_ok=True)
+        f.entry["extra_columns"] = ",".join(info.extra_columns) or None
+        if f.ordinals and (f.rejects or f.extras or c.name == "runs"):
+            self.map_lines(f)
+        self.stage_extras(f)
+
+    def consume(self, f: _File, c: Contract, batches) -> None:
+        for b in batches:
+            if isinstance(b, FallBack):
+                self.drop_rows(f)
+                f.entry["rows_in"] = 0
+                f.ordinals = False
+                continue
+            if b.rejects is not None and b.rejects.height:
+                f.entry["rows_in"] += b.rejects.height
+                f.reject(b.rejects)
+            if b.extras is not None and b.extras.height:
+                f.extras.append(b.extras)
+            if b.frame.height:
+                f.entry["rows_in"] += b.frame.height
+                self.validate(f, c, b)
+
+    def validate(self, f: _File, c: Contract, b: readers.RawBatch) -> None:
+        v = validate_rows(b.frame, c, carry=(ROW,), allowed=self.allowed, raw_column=b.raw_column)
+        f.reject(v.rejected)
+        if c.name == "runs":
+            self.runs_parts.append(
+                v.accepted.with_columns(
+                    pl.lit(f.lf.relpath).alias("__fleet_file"),
+                    pl.lit(f.order, pl.Int32).alias("__fleet_order"),
+                )
+            )
+            f.accepted += v.accepted.height
+        else:
+            self.write_samples(f, v.accepted)
+
+    # -- runs (small: in memory)
+
+    def settle_runs(self) -> None:
+        """Duplicate run ids (first delivery wins, across files and days); then the runs' time windows."""
+        c = contract("runs")
+        names = [x.name for x in c.landing_columns]
+        if self.runs_parts:
+            runs = pl.concat(self.runs_parts, how="vertical_relaxed")
+        else:
+            runs = (
+                c.empty_frame()
+                .select(names)
+                .with_columns(
+                    pl.lit(None, pl.String).alias("__fleet_file"),
+                    pl.lit(None, pl.Int64).alias(ROW),
+                    pl.lit(None, pl.Int32).alias("__fleet_order"),
+                )
+            )
+        runs = runs.sort("__fleet_order", ROW)
+        first = runs.with_columns(pl.col("__fleet_file").first().over("run_id").alias("__kept_in"))
+        again = ~first["run_id"].is_first_distinct()
+        prior_day = first["run_id"].replace_strict(self.prior.runs, default=None, return_dtype=pl.String)
+        elsewhere = prior_day.is_not_null() & ~again
+        self._reject_runs(
+            first.filter(again),
+            pl.format(
+                "run_id {} was already delivered in {}; the first delivery is kept",
+                pl.col("run_id"),
+                pl.col("__kept_in"),
+            ),
         )
-        .alias("message"),
-        pl.col("__fleet_raw").alias("raw_record"),
-    )
-    return frame.filter(~(bad_json | not_obj)).drop("__fleet_valid", "__fleet_kind"), rejects
+        self._reject_runs(
+            first.filter(elsewhere).with_columns(prior_day.filter(elsewhere).alias("__prior")),
+            pl.format(
+                "run_id {} was already accepted on {}; the first delivery is kept",
+                pl.col("run_id"),
+                pl.col("__prior"),
+            ),
+        )
+        self.dup_runs = dict(zip(first.filter(elsewhere)["run_id"], prior_day.filter(elsewhere), strict=True))
+        self.runs = runs.filter(~(again | elsewhere))
+        for f in self.files:
+            if f.entry["table_name"] == "runs":
+                f.accepted = int((self.runs["__fleet_order"] == f.order).sum())
+        self.windows = self.runs.select(
+            "run_id",
+            pl.col("start_ts").alias("__start"),
+            pl.col("end_ts").alias("__end"),
+            pl.lit(True).alias("__known"),
+        )
+        self.prior_sample_hashes = _prior_sample_hashes(self.home, self.dup_runs)
+
+    def _reject_runs(self, rows: pl.DataFrame, message: pl.Expr) -> None:
+        if not rows.height:
+            return
+        run_cols = [x.name for x in contract("runs").landing_columns]
+        q = rows.select(
+            "__fleet_order",
+            ROW,
+            pl.lit("duplicate_key").alias("reason_code"),
+            pl.lit("run_id").alias("field"),
+            message.alias("message"),
+            _typed_json(rows, run_cols).alias("raw_record"),
+        )
+        by_order = {f.order: f for f in self.files}
+        for (order,), part in q.group_by("__fleet_order"):
+            by_order[order].reject(part.drop("__fleet_order"))
+
+    # -- samples (streamed)
+
+    def write_samples(self, f: _File, acc: pl.DataFrame) -> None:
+        if not acc.height:
+            return
+        cols = [x.name for x in contract("utilisation_samples").landing_columns]
+        joined = acc.join(self.windows, on="run_id", how="left", maintain_order="left")
+        unknown = joined["__known"].is_null()
+        if unknown.any():
+            bad = joined.filter(unknown)
+            keys = bad.select(pl.struct(SAMPLE_KEY).hash().alias("h"))["h"]
+            elsewhere = bad["run_id"].is_in(list(self.dup_runs)) & keys.is_in(list(self.prior_sample_hashes))
+            shown = pl.col("ts").dt.to_string(TS_OUT)
+            dup = bad.filter(elsewhere)
+            f.reject(
+                dup.select(
+                    ROW,
+                    pl.lit("duplicate_key").alias("reason_code"),
+                    pl.lit("ts").alias("field"),
+                    pl.format(
+                        "sample ({}, {}, {}) was already accepted on {}; the first delivery is kept",
+                        pl.col("run_id"),
+                        pl.col("server_id"),
+                        shown,
+                        pl.col("run_id").replace_strict(self.dup_runs, default=None),
+                    ).alias("message"),
+                    _typed_json(dup, cols).alias("raw_record"),
+                )
+            )
+            orphan = bad.filter(~elsewhere)
+            f.reject(
+                orphan.select(
+                    ROW,
+                    pl.lit("unknown_run").alias("reason_code"),
+                    pl.lit("run_id").alias("field"),
+                    pl.when(pl.col("run_id").is_in(list(self.dup_runs)))
+                    .then(
+                        pl.format(
+                            "run_id {} was accepted on {}, not in this day's landing files; deliver samples with their run",
+                            pl.col("run_id"),
+                            pl.col("run_id").replace_strict(self.dup_runs, default=None),
+                        )
+                    )
+                    .otherwise(
+                        pl.format(
+                            "run_id {} has no accepted run record in this day's landing files",
+                            pl.col("run_id"),
+                        )
+                    )
+                    .alias("message"),
+                    _typed_json(orphan, cols).alias("raw_record"),
+                )
+            )
+            joined = joined.filter(~unknown)
+        outside = ((joined["ts"] < joined["__start"]) | (joined["ts"] > joined["__end"])).fill_null(False)
+        if outside.any():
+            bad = joined.filter(outside)
+            f.reject(
+                bad.select(
+                    ROW,
+                    pl.lit("ts_outside_run").alias("reason_code"),
+                    pl.lit("ts").alias("field"),
+                    pl.format(
+                        "ts {} is outside its run ({} .. {})",
+                        pl.col("ts").dt.to_string(TS_OUT),
+                        pl.col("__start").dt.to_string(TS_OUT),
+                        pl.col("__end").dt.to_string(TS_OUT).fill_null("running"),
+                    ).alias("message"),
+                    _typed_json(bad, cols).alias("raw_record"),
+                )
+            )
+            joined = joined.filter(~outside)
+        if not joined.height:
+            return
+        rows = joined.select(*cols, pl.lit(self.day_date).alias("day"))
+        table = lake.to_arrow(rows, "utilisation_samples")
+        self.profile.update(rows)
+        rg = self.samples.write(table)
+        f.row_groups.append(rg)
+        self.group_sizes.append(joined.height)
+        f.accepted += joined.height
+        keys = joined.select(pl.struct(SAMPLE_KEY).hash().alias("h"), pl.col(ROW).alias("row"))
+        self.hashes.write(keys.to_arrow().cast(_HASH_SCHEMA))
+
+    # -- extras and line numbers
+
+    def stage_extras(self, f: _File) -> None:
+        if not f.extras:
+            return
+        extras = pl.concat(f.extras)
+        if f.rejected_rows:
+            extras = extras.filter(~pl.col(ROW).is_in(pl.concat(f.rejected_rows).implode()))
+        f.extras = []
+        if f.entry["table_name"] == "runs":
+            f.extras = [extras]  # runs may still be dropped as duplicates; staged after settle_runs
+            return
+        self._stage_extras(f, extras)
+
+    def _stage_extras(self, f: _File, extras: pl.DataFrame) -> None:
+        if not extras.height:
+            return
+        rows = extras.select(
+            pl.lit(self.day_date).alias("day"),
+            pl.lit(f.lf.relpath).alias("source_file"),
+            pl.col(ROW).alias("row_number"),
+            pl.lit(f.entry["table_name"]).alias("table_name"),
+            "fields",
+        ).sort("row_number")
+        self.extras.write(lake.to_arrow(rows, "extra_fields"))
+
+    def stage_run_extras(self) -> None:
+        kept = self.runs.select("__fleet_order", ROW)
+        for f in self.files:
+            if f.entry["table_name"] == "runs" and f.extras:
+                ex = pl.concat(f.extras)
+                keep = kept.filter(pl.col("__fleet_order") == f.order)[ROW]
+                f.extras = []
+                self._stage_extras(f, ex.filter(pl.col(ROW).is_in(keep.implode())))
+
+    def map_lines(self, f: _File, frames: list[pl.DataFrame] | None = None) -> None:
+        """JSONL fast path: replace record ordinals by line numbers where the file has blank lines."""
+        mine = [p for p in self.runs_parts if p.height and p["__fleet_order"][0] == f.order]
+        targets = f.rejects + f.extras + mine if frames is None else frames
+        ordinals = pl.concat([t[ROW] for t in targets]) if targets else pl.Series(ROW, [], pl.Int64)
+        if not ordinals.len():
+            return
+        lines = readers.jsonl_line_numbers(f.lf.path, f.lf.relpath, f.gz, ordinals)
+        mapping = dict(zip(ordinals.to_list(), lines.to_list(), strict=True))
+        if all(k == v for k, v in mapping.items()):
+            return
+
+        def remap(t: pl.DataFrame) -> pl.DataFrame:
+            return t.with_columns(pl.col(ROW).replace_strict(mapping, return_dtype=pl.Int64))
+
+        if frames is None:
+            f.rejects = [remap(t) for t in f.rejects]
+            f.rejected_rows = [t[ROW] for t in f.rejects]
+            f.extras = [remap(t) for t in f.extras]
+            self.runs_parts = [
+                remap(p) if p.height and p["__fleet_order"][0] == f.order else p for p in self.runs_parts
+            ]
+        else:
+            frames[:] = [remap(t) for t in frames]
+
+    # -- uniqueness of samples over the whole day
+
+    def settle_samples(self) -> int:
+        """Reject repeated sample keys (first delivery wins); returns rows whose key still repeats
+        in what will be written (the unique_key check: 0 unless ingest has a bug)."""
+        samples_path = self.samples.close()
+        hashes_path = self.hashes.close()
+        dead = {g for f in self.files for g in f.dead_groups}
+        if hashes_path is None:
+            return 0
+        starts = np.concatenate(([0], np.cumsum(self.group_sizes)))
+        dead_ranges = [[int(starts[g]), int(starts[g + 1])] for g in sorted(dead)]
+        con = duckdb.connect(
+            config={
+                "memory_limit": "512MB",
+                "temp_directory": str(self.staging / "spill"),
+            }
+        )
+        try:
+            con.execute("SET enable_progress_bar = false")
+            clash = con.sql(
+                sql_text("transforms/sample_key_clashes.sql"),
+                params={"hashes": str(hashes_path), "dead": dead_ranges or [[-1, -1]]},
+            ).pl()
+        finally:
+            con.close()
+        drop: dict[int, list[int]] = collections.defaultdict(list)
+        remaining = 0
+        if clash.height:
+            group = np.searchsorted(starts, clash["pos"].to_numpy(), side="right") - 1
+            owner = {g: f for f in self.files for g in f.row_groups}
+            clash = clash.with_columns(
+                pl.Series("rg", group, dtype=pl.Int64),
+                pl.Series("off", clash["pos"].to_numpy() - starts[group], dtype=pl.Int64),
+                pl.Series("ord", [owner[g].order for g in group.tolist()], dtype=pl.Int32),
+            )
+            exact = _exact_duplicates(samples_path, clash)
+            by_order = {f.order: f for f in self.files}
+            names = {g.order: g.lf.relpath for g in self.files}
+            for (order,), part in exact.filter(pl.col("repeat")).group_by("ord"):
+                f = by_order[order]
+                q = part.select(
+                    pl.col("row").alias(ROW),
+                    pl.lit("duplicate_key").alias("reason_code"),
+                    pl.lit("ts").alias("field"),
+                    pl.format(
+                        "sample ({}, {}, {}) was already delivered in {}; the first delivery is kept",
+                        pl.col("run_id"),
+                        pl.col("server_id"),
+                        pl.col("ts").dt.to_string(TS_OUT),
+                        pl.col("kept_in_order").replace_strict(names, return_dtype=pl.String),
+                    ).alias("message"),
+                    pl.col("raw_record"),
+                )
+                if f.ordinals:
+                    frames = [q]
+                    self.map_lines(f, frames)
+                    q = frames[0]
+                f.reject(q)
+                f.accepted -= q.height
+                for rg, off in part.select("rg", "off").iter_rows():
+                    drop[rg].append(off)
+            kept = exact.filter(~pl.col("repeat"))
+            remaining = kept.height - kept.select(pl.struct(SAMPLE_KEY).n_unique()).item()
+        if dead or drop:
+            self._rewrite_samples(dead, drop)
+        return remaining
+
+    def _rewrite_samples(self, dead: set[int], drop: dict[int, list[int]]) -> None:
+        """Rewrite the staged samples without dead row groups and dropped rows (rare: faults, duplicates)."""
+        src = self.samples.path
+        kept_path = self.staging / "utilisation_samples.kept.parquet"
+        out = _Staged(kept_path, self.samples.schema, use_dictionary=DICTIONARY)
+        pf = pq.ParquetFile(src)
+        self.profile = ConformanceProfile(contract("utilisation_samples"))
+        for rg in range(pf.num_row_groups):
+            if rg in dead:
+                continue
+            t = pf.read_row_group(rg)
+            if rg in drop:
+                keep = np.ones(t.num_rows, dtype=bool)
+                keep[drop[rg]] = False
+                t = t.filter(pa.array(keep))
+            if t.num_rows:
+                self.profile.update(pl.from_arrow(t))
+                out.write(t)
+        out.close()
+        self.samples = out
+        src.unlink(missing_ok=True)
+        if out.groups == 0:
+            kept_path.unlink(missing_ok=True)
+        self._drop_extras_of_dropped()
+
+    def _drop_extras_of_dropped(self) -> None:
+        path = self.extras.close()
+        if path is None:
+            return
+        rejected = pl.concat(
+            [
+                pl.DataFrame({"source_file": f.lf.relpath, "row_number": pl.concat(f.rejected_rows)})
+                for f in self.files
+                if f.rejected_rows
+            ]
+            or [pl.DataFrame(schema={"source_file": pl.String, "row_number": pl.Int64})]
+        )
+        keep_files = [f.lf.relpath for f in self.files if f.entry["_file_reject"] is None]
+        frame = pl.read_parquet(path)
+        frame = frame.filter(pl.col("source_file").is_in(keep_files)).join(
+            rejected, on=["source_file", "row_number"], how="anti"
+        )
+        out = _Staged(self.staging / "extra_fields.kept.parquet", self.extras.schema)
+        if frame.height:
+            out.write(lake.to_arrow(frame, "extra_fields"))
+        out.close()
+        path.unlink(missing_ok=True)
+        self.extras = out
+
+    # -- the results
+
+    def quarantine(self) -> pl.DataFrame:
+        parts = []
+        for f in self.files:
+            base = {
+                "day": self.day_date,
+                "source": f.lf.source,
+                "source_file": f.lf.relpath,
+                "table_name": f.entry["table_name"],
+            }
+            if f.entry["_file_reject"] is not None:
+                parts.append(
+                    pl.DataFrame(
+                        [
+                            {
+                                **base,
+                                "row_number": 0,
+                                "field": None,
+                                "raw_record": None,
+                                **f.entry["_file_reject"],
+                            }
+                        ]
+                    )
+                )
+                continue
+            if not f.rejects:
+                continue
+            rows = pl.concat(f.rejects, how="vertical_relaxed").sort(ROW).rename({ROW: "row_number"})
+            if rows.height > MAX_REJECTS_PER_FILE:
+                rest = rows.slice(MAX_REJECTS_PER_FILE)
+                by_reason = rest.group_by("reason_code").len().sort("len", descending=True)
+                summary = ", ".join(f"{r}: {n:,}" for r, n in by_reason.iter_rows())
+                rows = pl.concat(
+                    [
+                        rows.head(MAX_REJECTS_PER_FILE),
+                        pl.DataFrame(
+                            {
+                                "row_number": [rest["row_number"][0]],
+                                "reason_code": ["rejects_capped"],
+                                "field": [None],
+                                "message": [
+                                    f"{f.lf.relpath}: {rest.height:,} more rows were rejected from row "
+                                    f"{rest['row_number'][0]} on ({summary}); only the first "
+                                    f"{MAX_REJECTS_PER_FILE:,} are listed one by one"
+                                ],
+                                "raw_record": [None],
+                            },
+                            schema=rows.schema,
+                        ),
+                    ]
+                )
+            parts.append(rows.with_columns(*[pl.lit(v).alias(k) for k, v in base.items()]))
+        c = contract("quarantine")
+        if not parts:
+            return c.empty_frame()
+        q = pl.concat([p.select(c.column_names) for p in parts], how="vertical_relaxed")
+        return c.conform(q).sort("source_file", "row_number")
+
+    def ledger(self) -> pl.DataFrame:
+        rows = []
+        for f in self.files:
+            e = {k: v for k, v in f.entry.items() if not k.startswith("_")}
+            file_q = f.entry["_file_quarantined"] if f.entry["_file_reject"] is not None else 0
+            accepted = 0 if f.entry["_file_reject"] is not None else f.accepted
+            quarantined = file_q + (0 if f.entry["_file_reject"] is not None else f.quarantined)
+            e.update(
+                rows_accepted=accepted,
+                rows_quarantined=quarantined,
+                file_status="quarantined" if accepted == 0 else "partial" if quarantined else "accepted",
+            )
+            rows.append(e)
+        c = contract("ingest_ledger")
+        if not rows:
+            return c.empty_frame()
+        return c.conform(pl.DataFrame(rows, schema=c.polars_schema())).sort("source_file")
 
 
-def _typed_json(frame: pl.DataFrame, columns: Iterable[str]) -> pl.Expr:
+class _Hasher:
+    """SHA-256 of a file, computed now or in a thread while the file is being read (hashlib frees the GIL)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.hexdigest = "0" * 64
+        self._thread: threading.Thread | None = None
+
+    def run(self) -> None:
+        h = hashlib.sha256()
+        try:
+            with open(self.path, "rb") as fh:
+                while chunk := fh.read(4 << 20):
+                    h.update(chunk)
+        except OSError:
+            return
+        self.hexdigest = h.hexdigest()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self.run, daemon=True)
+        self._thread.start()
+
+    def join(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+
+
+def _typed_json(frame: pl.DataFrame, columns: list[str]) -> pl.Expr:
     cols = [
         pl.col(c).dt.to_string(TS_OUT) if isinstance(frame.schema[c], pl.Datetime) else pl.col(c)
         for c in columns
+        if c in frame.columns
     ]
     return pl.struct(cols).struct.json_encode()
 
 
-def _reject(
-    frame: pl.DataFrame, mask: pl.Expr, reason: str, field_name: str, message: pl.Expr, columns: list[str]
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    mask = mask.fill_null(False)  # a null comparison (e.g. a running run has no end) is not a violation
-    bad = frame.filter(mask).select(
-        "__fleet_file",
-        "__fleet_row",
-        pl.lit(reason).alias("reason_code"),
-        pl.lit(field_name).alias("field"),
-        message.alias("message"),
-        _typed_json(frame, columns).alias("raw_record"),
-    )
-    return frame.filter(~mask), bad
-
-
-def _cross_row_checks(
-    runs: pl.DataFrame, samples: pl.DataFrame
-) -> tuple[pl.DataFrame, pl.DataFrame, list[pl.DataFrame]]:
-    """Duplicate keys (first delivery wins), samples of unknown runs, samples outside their run's time."""
-    rejects = []
-    order = ["__fleet_order", "__fleet_row"]
-    run_cols = [c.name for c in contract("runs").landing_columns]
-    runs = runs.sort(order).with_columns(
-        pl.col("__fleet_file").first().over("run_id").alias("__fleet_kept_in")
-    )
-    runs, bad = _reject(
-        runs,
-        ~pl.col("run_id").is_first_distinct(),
-        "duplicate_key",
-        "run_id",
-        pl.format(
-            "run_id {} was already delivered in {}; the first delivery is kept",
-            pl.col("run_id"),
-            pl.col("__fleet_kept_in"),
-        ),
-        run_cols,
-    )
-    rejects.append(bad)
-    runs = runs.drop("__fleet_kept_in")
-    sample_cols = [c.name for c in contract("utilisation_samples").landing_columns]
-    key = ["run_id", "server_id", "ts"]
-    samples = samples.sort(order).with_columns(
-        pl.col("__fleet_file").first().over(key).alias("__fleet_kept_in")
-    )
-    samples, bad = _reject(
-        samples,
-        ~pl.struct(key).is_first_distinct(),
-        "duplicate_key",
-        "ts",
-        pl.format(
-            "sample ({}, {}, {}) was already delivered in {}; the first delivery is kept",
-            pl.col("run_id"),
-            pl.col("server_id"),
-            pl.col("ts").dt.to_string(TS_OUT),
-            pl.col("__fleet_kept_in"),
-        ),
-        sample_cols,
-    )
-    rejects.append(bad)
-    windows = runs.select(
-        "run_id",
-        pl.col("start_ts").alias("__fleet_start"),
-        pl.col("end_ts").alias("__fleet_end"),
-        pl.lit(True).alias("__fleet_known"),
-    )
-    samples = samples.drop("__fleet_kept_in").join(windows, on="run_id", how="left")
-    samples, bad = _reject(
-        samples,
-        pl.col("__fleet_known").is_null(),
-        "unknown_run",
-        "run_id",
-        pl.format("run_id {} has no accepted run record in this day's landing files", pl.col("run_id")),
-        sample_cols,
-    )
-    rejects.append(bad)
-    samples, bad = _reject(
-        samples,
-        (pl.col("ts") < pl.col("__fleet_start")) | (pl.col("ts") > pl.col("__fleet_end")),
-        "ts_outside_run",
-        "ts",
-        pl.format(
-            "ts {} is outside its run ({} .. {})",
-            pl.col("ts").dt.to_string(TS_OUT),
-            pl.col("__fleet_start").dt.to_string(TS_OUT),
-            pl.col("__fleet_end").dt.to_string(TS_OUT).fill_null("running"),
-        ),
-        sample_cols,
-    )
-    rejects.append(bad)
-    return runs, samples.drop("__fleet_start", "__fleet_end", "__fleet_known"), rejects
-
-
-@dataclass
-class _FileOutcome:
-    ledger: dict
-    file_reject: dict | None = None
-    accepted: pl.DataFrame | None = None
-    rejected: list[pl.DataFrame] = field(default_factory=list)
-    extras: pl.DataFrame | None = None
-
-
-def _inside(path: Path, root: Path) -> bool:
-    try:
-        path.resolve(strict=True).relative_to(root.resolve())
-        return True
-    except (ValueError, OSError):
-        return False
-
-
-def _ingest_file(
-    home: DataHome,
-    lf: LandingFile,
-    order: int,
-    day_date: dt.date,
-    ingested_at: dt.datetime,
-    allowed: dict,
-    seen: dict[str, tuple[str, int]],
-) -> _FileOutcome:
-    entry = {
-        "day": day_date,
-        "source": lf.source,
-        "source_file": lf.relpath,
-        "sha256": "0" * 64,
-        "size_bytes": 0,
-        "format": None,
-        "table_name": table_for(lf.path.name),
-        "rows_in": 0,
-        "extra_columns": None,
-        "ingested_at": ingested_at,
-        "_file_quarantined": 0,
-    }
-
-    def problem(reason: str, message: str) -> _FileOutcome:
-        entry["_file_quarantined"] = entry["rows_in"]
-        return _FileOutcome(
-            ledger=entry,
-            file_reject={
-                "day": day_date,
-                "source": lf.source,
-                "source_file": lf.relpath,
-                "row_number": 0,
-                "table_name": entry["table_name"],
-                "reason_code": reason,
-                "field": None,
-                "message": message,
-                "raw_record": None,
-            },
-        )
-
-    if not _inside(lf.path, home.landing):
-        return problem(
-            "file_outside_landing",
-            f"{lf.relpath}: is a link to {lf.path.resolve()}, outside the landing folder; "
-            "deliver the file itself",
-        )
-    data = lf.path.read_bytes()
-    entry.update(sha256=hashlib.sha256(data).hexdigest(), size_bytes=len(data))
-    if entry["table_name"] is None:
-        return problem(
-            "file_unknown_table",
-            f"{lf.relpath}: cannot tell which table this is; name it "
-            + " or ".join(t + "[-suffix].<ext>" for t in LANDING_TABLES),
-        )
-    if entry["sha256"] in seen and data:
-        first, rows = seen[entry["sha256"]]
-        entry["rows_in"] = rows
-        return problem(
-            "file_duplicate",
-            f"{lf.relpath}: identical to {first} (same sha256); its {rows} rows are taken from there once",
-        )
-    c = contract(entry["table_name"])
-    try:
-        return _validate_file(lf, order, c, data, entry, allowed, seen)
-    except FileProblem as p:
-        return problem(p.reason, p.message)
-    except (
-        Exception
-    ) as exc:  # one producer's odd file must not stop the day: it is quarantined with the error
-        first = (str(exc).splitlines() or [""])[0][:200]
-        return problem(
-            "file_unreadable", f"{lf.relpath}: could not be read as {c.name} ({type(exc).__name__}: {first})"
-        )
-
-
-def _validate_file(
-    lf: LandingFile,
-    order: int,
-    c: Contract,
-    data: bytes,
-    entry: dict,
-    allowed: dict,
-    seen: dict[str, tuple[str, int]],
-) -> _FileOutcome:
-    frame, extras, fmt = read_strings(data, lf.path.name, lf.relpath, c)
-    entry.update(format=fmt, rows_in=frame.height, extra_columns=",".join(extras) or None)
-    seen[entry["sha256"]] = (lf.relpath, frame.height)
-    frame = frame.with_columns(pl.lit(lf.relpath).alias("__fleet_file"), pl.lit(order).alias("__fleet_order"))
-    frame, json_bad = _json_rejects(frame)
-    out = _FileOutcome(ledger=entry, rejected=[json_bad] if json_bad.height else [])
-    v = validate_strings(frame.drop(extras), c, carry=CARRY, allowed=allowed, raw_column="__fleet_raw")
-    out.accepted = v.accepted
-    out.rejected.append(v.rejected.drop("__fleet_order"))
-    if extras:
-        kept = frame.filter(pl.any_horizontal(pl.col(extras).is_not_null())).select(
-            "__fleet_file", "__fleet_row", pl.struct(extras).struct.json_encode().alias("fields")
-        )
-        out.extras = kept.join(v.accepted.select("__fleet_row"), on="__fleet_row", how="semi").with_columns(
-            pl.lit(c.name).alias("table_name")
-        )
+def _prior_sample_hashes(home: DataHome, dup_runs: dict[str, str]) -> set[int]:
+    """Key hashes of the samples other days hold for runs delivered again today (rare, small)."""
+    out: set[int] = set()
+    by_day: dict[str, list[str]] = collections.defaultdict(list)
+    for rid, d in dup_runs.items():
+        by_day[d].append(rid)
+    for d, rids in by_day.items():
+        path = lake.partition_path(home, "utilisation_samples", d)
+        if path.exists():
+            keys = pl.scan_parquet(path).filter(pl.col("run_id").is_in(rids)).select(SAMPLE_KEY).collect()
+            out.update(keys.select(pl.struct(SAMPLE_KEY).hash().alias("h"))["h"].to_list())
     return out
 
 
+def _exact_duplicates(samples_path: Path | None, clash: pl.DataFrame) -> pl.DataFrame:
+    """The rows whose key hashes clash, read back and compared exactly: ``repeat`` marks every row that
+    repeats an earlier delivery's key (staged order is delivery order), ``kept_in_order`` the file kept."""
+    pf = pq.ParquetFile(samples_path)
+    parts = []
+    for (rg,), part in clash.group_by("rg"):
+        t = (
+            pl.from_arrow(pf.read_row_group(rg))
+            .with_row_index("off")
+            .with_columns(pl.col("off").cast(pl.Int64))
+        )
+        parts.append(part.join(t, on="off"))
+    rows = pl.concat(parts).sort("pos")
+    cols = [x.name for x in contract("utilisation_samples").landing_columns]
+    return rows.with_columns(
+        pl.col("ord").first().over(list(SAMPLE_KEY)).alias("kept_in_order"),
+        pl.struct(SAMPLE_KEY).is_first_distinct().not_().alias("repeat"),
+        _typed_json(rows, cols).alias("raw_record"),
+    )
+
+
+# ---------------------------------------------------------------- entry points
+
+
 def ingest_day(
-    home: DataHome, day: str, platforms: Iterable[str], *, now: dt.datetime | None = None
+    home: DataHome,
+    day: str,
+    platforms: Iterable[str],
+    *,
+    now: dt.datetime | None = None,
+    staging: Path | None = None,
 ) -> DayIngest:
-    """Read and validate every landing file of ``day``; nothing is written here."""
-    ingested_at = now or dt.datetime.now(dt.UTC)
-    allowed = {"hardware_catalog": frozenset(platforms)}
-    day_date = dt.date.fromisoformat(day)
-    seen: dict[str, tuple[str, int]] = {}
-    outcomes = [
-        _ingest_file(home, lf, order, day_date, ingested_at, allowed, seen)
-        for order, lf in enumerate(landing_files(home, day))
-    ]
+    """Read and validate every landing file of ``day`` into a staging folder beside the lake.
 
-    def stacked(table: str) -> pl.DataFrame:
-        c = contract(table)
-        parts = [o.accepted for o in outcomes if o.accepted is not None and o.ledger["table_name"] == table]
-        empty = (
-            c.empty_frame()
-            .select([x.name for x in c.landing_columns])
-            .with_columns(
-                pl.lit(None, pl.String).alias("__fleet_file"),
-                pl.lit(None, pl.Int64).alias("__fleet_row"),
-                pl.lit(None, pl.Int32).alias("__fleet_order"),
-            )
-        )
-        return pl.concat(parts or [empty], how="vertical_relaxed")
-
-    runs, samples, cross = _cross_row_checks(stacked("runs"), stacked("utilisation_samples"))
-    ledger = [o.ledger for o in outcomes]
-    rejects = [r for o in outcomes for r in o.rejected if r.height] + [r for r in cross if r.height]
-    q_schema = contract("quarantine").polars_schema()
-    quarantine = (
-        pl.concat(
-            [
-                r.select("__fleet_file", "__fleet_row", "reason_code", "field", "message", "raw_record")
-                for r in rejects
-            ],
-            how="vertical_relaxed",
-        )
-        if rejects
-        else pl.DataFrame(
-            schema={
-                "__fleet_file": pl.String,
-                "__fleet_row": pl.Int64,
-                "reason_code": pl.String,
-                "field": pl.String,
-                "message": pl.String,
-                "raw_record": pl.String,
-            }
-        )
+    Nothing in the lake changes here; ``ingest_partition`` promotes the result.
+    """
+    staging = staging or _new_staging(home, day)
+    state = _Day(home, day, platforms, staging, now or dt.datetime.now(dt.UTC))
+    files = day_files(home, day)
+    runs_first = sorted(range(len(files)), key=lambda i: (table_for(files[i].path.name) != "runs", i))
+    made = {i: state.new_file(files[i], i) for i in range(len(files))}
+    settled = False
+    for i in runs_first:
+        f = made[i]
+        if not settled and f.entry["table_name"] != "runs":
+            state.settle_runs()
+            settled = True
+        state.ingest_file(f)
+    if not settled:
+        state.settle_runs()
+    state.stage_run_extras()
+    duplicated = state.settle_samples()
+    extras_path = state.extras.close()
+    runs = state.runs.with_columns(
+        pl.lit(state.day_date).alias("day"),
+        pl.col("__fleet_file").str.split("/").list.first().alias("source"),
     )
-    files = pl.DataFrame(
-        [{k: e[k] for k in ("source_file", "source", "table_name")} for e in ledger],
-        schema={"source_file": pl.String, "source": pl.String, "table_name": pl.String},
-    )
-    quarantine = (
-        quarantine.rename({"__fleet_file": "source_file", "__fleet_row": "row_number"})
-        .join(files, on="source_file", how="left")
-        .with_columns(pl.lit(day_date).alias("day"))
-    )
-    file_rejects = [o.file_reject for o in outcomes if o.file_reject]
-    if file_rejects:
-        quarantine = pl.concat(
-            [quarantine.select(list(q_schema)), pl.DataFrame(file_rejects, schema=q_schema)],
-            how="vertical_relaxed",
-        )
-    quarantine = (
-        contract("quarantine").conform(quarantine.select(list(q_schema))).sort("source_file", "row_number")
-    )
-
-    accepted_counts = pl.concat(
-        [runs.group_by("__fleet_file").len(), samples.group_by("__fleet_file").len()]
-    ).rename({"__fleet_file": "source_file", "len": "rows_accepted"})
-    row_q = (
-        quarantine.filter(pl.col("row_number") > 0)
-        .group_by("source_file")
-        .len()
-        .rename({"len": "rows_quarantined"})
-    )
-    ledger_schema = {**contract("ingest_ledger").polars_schema(), "_file_quarantined": pl.Int64}
-    base = [c for c in ledger_schema if c not in ("rows_accepted", "rows_quarantined", "file_status")]
-    ledger_df = (
-        pl.DataFrame(ledger, schema={k: ledger_schema[k] for k in base})
-        if ledger
-        else pl.DataFrame(schema={k: ledger_schema[k] for k in base})
-    )
-    ledger_df = (
-        ledger_df.join(accepted_counts, on="source_file", how="left")
-        .join(row_q, on="source_file", how="left")
-        .with_columns(
-            pl.col("rows_accepted").fill_null(0).cast(pl.Int64),
-            (pl.col("rows_quarantined").fill_null(0) + pl.col("_file_quarantined")).cast(pl.Int64),
-        )
-        .with_columns(
-            pl.when(pl.col("rows_accepted") == 0)
-            .then(pl.lit("quarantined"))
-            .when(pl.col("rows_quarantined") > 0)
-            .then(pl.lit("partial"))
-            .otherwise(pl.lit("accepted"))
-            .alias("file_status")
-        )
-    )
-    ledger_df = contract("ingest_ledger").conform(ledger_df.sort("source_file"))
-
-    extras = [o.extras for o in outcomes if o.extras is not None]
-    extra_df = (
-        pl.concat(extras)
-        if extras
-        else pl.DataFrame(
-            schema={
-                "__fleet_file": pl.String,
-                "__fleet_row": pl.Int64,
-                "fields": pl.String,
-                "table_name": pl.String,
-            }
-        )
-    )
-    # Only rows that were finally accepted (not later quarantined as duplicates, unknown runs, ...).
-    kept_rows = pl.concat(
-        [runs.select("__fleet_file", "__fleet_row"), samples.select("__fleet_file", "__fleet_row")]
-    )
-    extra_df = extra_df.join(kept_rows, on=["__fleet_file", "__fleet_row"], how="semi")
-    extra_df = extra_df.rename({"__fleet_file": "source_file", "__fleet_row": "row_number"}).with_columns(
-        pl.lit(day_date).alias("day")
-    )
-
-    runs = runs.with_columns(
-        pl.lit(day_date).alias("day"), pl.col("__fleet_file").str.split("/").list.first().alias("source")
-    )
-    samples = samples.with_columns(pl.lit(day_date).alias("day"))
     return DayIngest(
+        day=day,
+        staging=staging,
         runs=contract("runs").conform(runs.sort("run_id")),
-        utilisation_samples=contract("utilisation_samples").conform(
-            samples.sort("run_id", "server_id", "ts")
-        ),
-        quarantine=quarantine,
-        ingest_ledger=ledger_df,
-        extra_fields=contract("extra_fields").conform(extra_df.sort("source_file", "row_number")),
+        quarantine=state.quarantine(),
+        ingest_ledger=state.ledger(),
+        samples_path=state.samples.path if state.samples.groups else None,
+        samples_rows=state.samples.rows,
+        samples_violations=state.profile.violations(),
+        samples_duplicated=duplicated,
+        extra_fields_path=extras_path,
+        extra_fields_rows=state.extras.rows,
     )
+
+
+def _new_staging(home: DataHome, day: str) -> Path:
+    path = home.lake / ".staging" / f"day={day}.{uuid.uuid4().hex[:12]}"
+    path.mkdir(parents=True)
+    return path
 
 
 def reconciliation(ledger: pl.DataFrame) -> pl.DataFrame:
@@ -698,7 +996,7 @@ class PartitionOutcome:
 
 
 def blocking_checks(result: DayIngest) -> list[CheckOutcome]:
-    """Reconciliation, contract conformance and key uniqueness, on the frames about to be written."""
+    """Reconciliation, contract conformance and key uniqueness of what is about to be written."""
     ledger = result.ingest_ledger
     bad = reconciliation(ledger)
     checks = [
@@ -715,35 +1013,68 @@ def blocking_checks(result: DayIngest) -> list[CheckOutcome]:
             },
         )
     ]
-    for table in ("runs", "utilisation_samples"):
-        frame = result.frames()[table]
-        problems = conformance_violations(frame, contract(table))
-        dups = key_duplicates(frame, contract(table))
-        checks.append(
-            CheckOutcome(
-                table, "conforms_to_contract", not problems, {"violations": problems, "rows": frame.height}
-            )
+    runs_c = contract("runs")
+    problems = conformance_violations(result.runs, runs_c)
+    dups = key_duplicates(result.runs, runs_c)
+    checks.append(
+        CheckOutcome(
+            "runs", "conforms_to_contract", not problems, {"violations": problems, "rows": result.runs.height}
         )
-        checks.append(
-            CheckOutcome(
-                table,
-                "unique_key",
-                dups == 0,
-                {"duplicated_rows": dups, "key": ", ".join(contract(table).primary_key)},
-            )
+    )
+    checks.append(
+        CheckOutcome(
+            "runs", "unique_key", dups == 0, {"duplicated_rows": dups, "key": ", ".join(runs_c.primary_key)}
         )
+    )
+    checks.append(
+        CheckOutcome(
+            "utilisation_samples",
+            "conforms_to_contract",
+            not result.samples_violations,
+            {"violations": result.samples_violations, "rows": result.samples_rows},
+        )
+    )
+    checks.append(
+        CheckOutcome(
+            "utilisation_samples",
+            "unique_key",
+            result.samples_duplicated == 0,
+            {"duplicated_rows": result.samples_duplicated, "key": ", ".join(SAMPLE_KEY)},
+        )
+    )
     return checks
+
+
+def partition_lock(home: DataHome, day: str) -> FileLock:
+    """One writer per day partition at a time (two runs of the same day queue behind each other)."""
+    folder = home.lake / ".locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    return FileLock(str(folder / f"day={day}.lock"))
 
 
 def ingest_partition(home: DataHome, day: str, platforms: Iterable[str]) -> PartitionOutcome:
     """Ingest a day and write it. Ledger, quarantine and extra fields are always written (they explain);
     runs and samples are promoted only if every blocking check passes, else the last good partition stays."""
-    result = ingest_day(home, day, platforms)
-    checks = blocking_checks(result)
-    promote = all(c.passed for c in checks)
-    written = {}
-    for table, frame in result.frames().items():
-        if table in LANDING_TABLES and not promote:
-            continue
-        written[table] = lake.write_partition(home, table, day, frame)
+    with partition_lock(home, day):
+        for stale in (home.lake / ".staging").glob(f"day={day}.*"):
+            shutil.rmtree(stale, ignore_errors=True)  # left by a killed writer of this day (we hold its lock)
+        result = ingest_day(home, day, platforms)
+        try:
+            checks = blocking_checks(result)
+            promote = all(c.passed for c in checks)
+            written = {
+                "quarantine": lake.write_partition(home, "quarantine", day, result.quarantine),
+                "extra_fields": lake.promote_partition(home, "extra_fields", day, result.extra_fields_path),
+            }
+            if promote:
+                written["runs"] = lake.write_partition(home, "runs", day, result.runs)
+                written["utilisation_samples"] = lake.promote_partition(
+                    home, "utilisation_samples", day, result.samples_path
+                )
+            written["ingest_ledger"] = lake.write_partition(home, "ingest_ledger", day, result.ingest_ledger)
+        finally:
+            result.discard()
+        result.samples_path = written.get("utilisation_samples")
+        result.extra_fields_path = written["extra_fields"]
+        fsync_dir(home.lake)
     return PartitionOutcome(day=day, result=result, checks=checks, promoted=promote, written=written)

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import uuid
 from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from pipelines.lib import fileio
 from pipelines.lib.contracts import contract
 from pipelines.lib.paths import DataHome
 
@@ -19,17 +16,7 @@ WHOLE_TABLE_FILE = "data.parquet"
 
 
 def _write_atomic(table: pa.Table, target: Path) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    for stale in target.parent.glob(f".{target.name}.*.tmp"):  # left by a writer that was killed
-        stale.unlink(missing_ok=True)
-    tmp = target.parent / f".{target.name}.{uuid.uuid4().hex}.tmp"
-    try:
-        pq.write_table(table, tmp, compression="zstd")
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
+    fileio.write_parquet(target, table)
 
 
 def to_arrow(frame: pl.DataFrame, table: str) -> pa.Table:
@@ -42,6 +29,17 @@ def write_partition(home: DataHome, table: str, day: str, frame: pl.DataFrame) -
     """Replace one day of a table whole; readers see the old or the new file, never a mix."""
     target = home.partition_dir(table, day) / PART_FILE
     _write_atomic(to_arrow(frame, table), target)
+    return target
+
+
+def promote_partition(home: DataHome, table: str, day: str, staged: Path | None) -> Path:
+    """Move a staged Parquet file (already in the contract's schema) into place as one day of a table;
+    with nothing staged, the day becomes an empty partition."""
+    target = home.partition_dir(table, day) / PART_FILE
+    if staged is None:
+        return write_partition(home, table, day, contract(table).empty_frame())
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fileio.publish(staged, target)
     return target
 
 
@@ -87,13 +85,3 @@ def table_glob(home: DataHome, table: str) -> str:
     if contract(table).partitioned_by:
         return str(home.table_dir(table) / "day=*" / PART_FILE)
     return str(home.table_dir(table) / WHOLE_TABLE_FILE)
-
-
-def partition_days(home: DataHome, table: str) -> list[str]:
-    return [
-        p.parent.name.removeprefix("day=") for p in table_files(home, table) if contract(table).partitioned_by
-    ]
-
-
-def drop_table(home: DataHome, table: str) -> None:
-    shutil.rmtree(home.table_dir(table), ignore_errors=True)

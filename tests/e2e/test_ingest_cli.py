@@ -16,7 +16,7 @@ def test_corpus_every_defect_named_and_every_row_reconciled(tmp_path):
     home = tmp_path / "home"
     p = run([str(BIN / "fleet"), "ingest", str(CORPUS / "landing"), "--home", str(home)])
     assert p.returncode == 0, p.stderr  # quarantining bad input is the job done, not a failure
-    assert "ingested 1 day(s): 12 files, 34 rows in, 6 accepted, 28 quarantined" in p.stdout
+    assert "ingested 1 day(s): 14 files, 1,037 rows in, 6 accepted, 1,031 quarantined" in p.stdout
     assert "quarantine entries file_truncated: 1" in p.stdout
     expected = {
         (f, int(r)): reason
@@ -24,11 +24,14 @@ def test_corpus_every_defect_named_and_every_row_reconciled(tmp_path):
         for r, reason in rows.items()
     }
     assert len(expected) >= 20  # distinct defects
-    # every reason code is exercised (a symlink out of landing cannot be copied in: see tests/unit/test_safety.py)
+    # every reason code is exercised; what git cannot hold (a symlink out of landing, a FIFO, a name that is
+    # not UTF-8) is made by tests/unit/test_hostile_landing.py
     from pipelines.lib.contracts import contract
 
     assert set(expected.values()) == set(contract("quarantine").column("reason_code").enum) - {
-        "file_outside_landing"
+        "file_outside_landing",
+        "file_not_regular",
+        "file_bad_name",
     }
     con = duckdb.connect(str(home / "warehouse" / "fleet.duckdb"), read_only=True)
     try:
@@ -52,6 +55,8 @@ def test_corpus_every_defect_named_and_every_row_reconciled(tmp_path):
     assert got == expected
     assert all(len(m) > 20 for m in messages.values())  # a sentence a person can act on
     assert "line 1 is 1,0" in messages[("acme/2026-11-20/runs-huge.jsonl.gz", 0)]
+    assert "1,000 are listed one by one" in messages[("acme/2026-11-20/utilisation_samples-noisy.csv", 1002)]
+    assert "expands beyond the limits" in messages[("acme/2026-11-20/runs-bomb.jsonl.gz", 0)]
     assert (
         "identical to acme/2026-11-20/runs-a-first.jsonl"
         in messages[("acme/2026-11-20/runs-b-again.jsonl", 0)]

@@ -10,7 +10,7 @@ from pipelines.lib.contracts import (
     contracts,
     key_duplicates,
     table_schema,
-    validate_strings,
+    validate_rows,
 )
 
 VIEWS = [
@@ -75,7 +75,7 @@ def _validate(rows, table="utilisation_samples"):
     frame = pl.DataFrame(rows, schema=dict.fromkeys(rows[0], pl.String)).with_row_index(
         "_row_number", offset=1
     )
-    return validate_strings(frame, contract(table), carry=("_row_number",), allowed=PLATFORMS)
+    return validate_rows(frame, contract(table), carry=("_row_number",), allowed=PLATFORMS)
 
 
 def test_good_rows_are_typed_and_accepted():

@@ -5,7 +5,8 @@ import json
 
 import polars as pl
 
-from pipelines.lib.ingest import detect_format, ingest_day, reconciliation, table_for
+from pipelines.lib.ingest import ingest_day, reconciliation, table_for
+from pipelines.lib.readers import detect_format
 from tests.conftest import DAY
 
 

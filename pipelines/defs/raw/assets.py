@@ -7,6 +7,7 @@ from pipelines.defs.metadata import OWNERS, description, preview, spec_metadata
 from pipelines.defs.partitions import DAILY
 from pipelines.defs.resources import FleetHome
 from pipelines.lib import lake
+from pipelines.lib.analytics import Relation
 from pipelines.lib.ingest import LANDING_TABLES, ingest_partition
 from pipelines.lib.monitoring import partition_row_counts, row_count_anomaly
 
@@ -70,21 +71,18 @@ def raw_ingest(context: dg.AssetExecutionContext, fleet: FleetHome):
         context.log.error(
             f"runs and samples for {day} not promoted ({failed} failed); the last good partition stays"
         )
+    counts = result.row_counts()
     for table, path in outcome.written.items():
-        frame = result.frames()[table]
-        meta = {"dagster/row_count": frame.height, "path": dg.MetadataValue.path(str(path))}
+        meta = {"dagster/row_count": counts[table], "path": dg.MetadataValue.path(str(path))}
         if table == "ingest_ledger":
-            meta["ledger"] = preview(frame.drop("sha256", "ingested_at"), rows=20)
+            meta["ledger"] = preview(result.ingest_ledger.drop("sha256", "ingested_at"), rows=20)
         if table == "quarantine":
-            meta["by_reason"] = dg.MetadataValue.json(
-                {
-                    r: n
-                    for r, n in frame.group_by("reason_code").len().sort("len", descending=True).iter_rows()
-                }
-            )
-            if frame.height:
+            q = result.quarantine
+            by_reason = q.group_by("reason_code").len().sort("len", descending=True)
+            meta["by_reason"] = dg.MetadataValue.json(dict(by_reason.iter_rows()))
+            if q.height:
                 meta["first_rejects"] = preview(
-                    frame.select("source_file", "row_number", "reason_code", "message")
+                    q.select("source_file", "row_number", "reason_code", "message")
                 )
         yield dg.MaterializeResult(asset_key=table, metadata=meta)
     for c in outcome.checks:
@@ -108,6 +106,9 @@ def raw_ingest(context: dg.AssetExecutionContext, fleet: FleetHome):
     )
 
 
-def raw_frames(home, day: str) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(runs, utilisation_samples) of one day, read back from the lake."""
-    return lake.read_partition(home, "runs", day), lake.read_partition(home, "utilisation_samples", day)
+def raw_frames(home, day: str) -> tuple[pl.DataFrame, Relation]:
+    """(runs, utilisation_samples) of one day: runs in memory (one row per run), samples as their
+    Parquet file, which DuckDB scans out of core (an empty frame if the day has none)."""
+    path = lake.partition_path(home, "utilisation_samples", day)
+    samples = path if path.exists() else lake.read_partition(home, "utilisation_samples", day)
+    return lake.read_partition(home, "runs", day), samples

@@ -1,0 +1,514 @@
+"""The benchmark suite: the product against a baseline measured in the same run (ratios, medians of
+interleaved repeats, peak RSS of each side in a fresh process), printed as one table and written as JSON
+under ``<data home>/bench/``.
+
+    .venv/bin/python benchmarks/suite.py [--samples 10000000] [--repeats 3] [--cases ingest,night,...]
+
+Cases (each: product seconds, anchor seconds, ratio = product / anchor, peak RSS of both):
+- ``synth``: `fleet synth --format parquet` vs pyarrow writing the same table from memory (target <= 2x).
+- ``ingest-parquet|csv|jsonl``: `fleet ingest` of one landing day vs a bare DuckDB
+  ``COPY (SELECT * FROM <file>) TO parquet`` of the same samples file (target <= 2x; peak RSS < 1.5 GB).
+- ``analytics``: the product's run_role_stats + util_distribution over the day's lake partition vs one
+  hand-written DuckDB query computing the same statistics (target <= 2x); polars and pandas doing the same
+  are reported beside it for comparison.
+- ``night``: `fleet run` of one day (ingest, core, out, merged, analyst catalog, report) vs a floor made of
+  DuckDB alone running the copy plus the project's own sql/transforms statements (target <= 3x).
+- ``backfill``: 7 days run one after another vs the same days as concurrent Dagster runs on both cores
+  (ratio = parallel / serial; target <= 1/1.6).
+- ``fixed``: the nightly fixed cost (start-up, merged analyses with recommendations, catalog, report) of a
+  `fleet run` whose lake did not change (target < 10 s; anchor: none).
+- ``memory``: peak RSS of `fleet ingest` for a day of 3x ``--samples`` in every format (target < 1.5 GB).
+
+Generated data is cached under ``<data home>/bench/data`` (same seed, same bytes) and reused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+DAY = "2026-01-01"
+SAMPLES_PER_RUN = 2_700  # roughly, for the default catalog: sizes the number of runs per day
+TARGETS = {
+    "synth": 2.0,
+    "ingest-parquet": 2.0,
+    "ingest-csv": 2.0,
+    "ingest-jsonl": 2.0,
+    "analytics": 2.0,
+    "night": 3.0,
+    "backfill": 1 / 1.6,
+}
+RSS_LIMIT_MB = 1536
+
+
+# ---------------------------------------------------------------- data
+
+
+def landing_day(data: Path, fmt: str, samples: int, day: str = DAY, seed: int = 7) -> Path:
+    """A landing tree with one synthetic day of about ``samples`` samples (cached)."""
+    out = data / f"{fmt}-{samples}-{day}"
+    if not (out / ".complete").exists():
+        shutil.rmtree(out, ignore_errors=True)
+        from synthetic_fleet.catalog import load_hardware, load_models
+        from synthetic_fleet.writers import write_fleet
+
+        runs = max(1, round(samples / SAMPLES_PER_RUN))
+        write_fleet([day], runs, seed, load_hardware(), load_models(), out, fmt=fmt)
+        (out / ".complete").touch()
+    return out
+
+
+def fresh_home(tmp: Path, landing_trees: list[Path]) -> Path:
+    """A data home whose landing folder holds hard links to the cached landing trees."""
+    home = tmp / "home"
+    for tree in landing_trees:
+        shutil.copytree(tree, home / "landing", copy_function=os.link, dirs_exist_ok=True)
+    (home / "landing" / ".complete").unlink(missing_ok=True)
+    return home
+
+
+def samples_file(tree: Path, fmt: str) -> Path:
+    return next((tree / "synthetic").glob(f"*/utilisation_samples.{fmt}"))
+
+
+# ---------------------------------------------------------------- the two sides of each case (child processes)
+
+
+def side_ingest(args: dict) -> dict:
+    from pipelines.lib.ingest import ingest_partition
+    from pipelines.lib.paths import DataHome
+    from synthetic_fleet.catalog import load_hardware
+
+    with tempfile.TemporaryDirectory(dir=args["tmp"]) as tmp:
+        home = DataHome.resolve(fresh_home(Path(tmp), [Path(args["tree"])]))
+        start = time.perf_counter()
+        out = ingest_partition(home, args["day"], load_hardware().platforms)
+        seconds = time.perf_counter() - start
+    assert out.promoted, out.checks
+    return {"seconds": seconds, "rows": out.result.samples_rows}
+
+
+def side_copy(args: dict) -> dict:
+    import duckdb
+
+    with tempfile.TemporaryDirectory(dir=args["tmp"]) as tmp:
+        target = Path(tmp) / "copy.parquet"
+        start = time.perf_counter()
+        con = duckdb.connect()
+        reader = {"parquet": "read_parquet", "csv": "read_csv", "jsonl": "read_json"}[args["fmt"]]
+        con.execute(
+            f"COPY (SELECT * FROM {reader}($src)) TO '{target}' (FORMAT parquet, COMPRESSION zstd)",
+            {"src": args["src"]},
+        )
+        con.close()
+        return {"seconds": time.perf_counter() - start}
+
+
+def _ingested(args: dict, tmp: Path):
+    from pipelines.lib.ingest import ingest_partition
+    from pipelines.lib.paths import DataHome
+    from synthetic_fleet.catalog import load_hardware
+
+    home = DataHome.resolve(fresh_home(tmp, [Path(args["tree"])]))
+    ingest_partition(home, args["day"], load_hardware().platforms)
+    return home
+
+
+def side_analytics(args: dict) -> dict:
+    """The product's core + histogram statistics over one day's lake partition."""
+    from pipelines.lib import analytics, lake
+
+    with tempfile.TemporaryDirectory(dir=args["tmp"]) as tmp:
+        home = _ingested(args, Path(tmp))
+        runs = lake.read_partition(home, "runs", args["day"])
+        path = lake.partition_path(home, "utilisation_samples", args["day"])
+        start = time.perf_counter()
+        stats = analytics.run_role_stats(runs, path, args["day"])
+        analytics.util_distribution(runs, path, stats, args["day"])
+        return {"seconds": time.perf_counter() - start}
+
+
+HAND_SQL = """
+WITH long AS (
+    UNPIVOT (SELECT run_id, server_id, role, cpu_util, mem_cap_util, mem_bw_util, net_bw_util, gpu_util,
+                    gpu_mem_util FROM read_parquet($f))
+    ON cpu_util, mem_cap_util, mem_bw_util, net_bw_util, gpu_util, gpu_mem_util INTO NAME resource VALUE util
+),
+stats AS (
+    SELECT run_id, role, resource, count(DISTINCT server_id) n_servers, count(*) n, avg(util) mean_util,
+           quantile_cont(util, 0.5) p50, quantile_cont(util, 0.95) p95, max(util) max_util
+    FROM long GROUP BY ALL
+),
+hist AS (
+    SELECT role, resource, least(floor(util * 1000), 999)::INTEGER AS bin, count(*) n FROM long GROUP BY ALL
+)
+SELECT (SELECT count(*) FROM stats), (SELECT count(*) FROM hist)
+"""
+
+
+def side_analytics_duckdb(args: dict) -> dict:
+    import duckdb
+
+    with tempfile.TemporaryDirectory(dir=args["tmp"]) as tmp:
+        home = _ingested(args, Path(tmp))
+        from pipelines.lib import lake
+
+        path = lake.partition_path(home, "utilisation_samples", args["day"])
+        start = time.perf_counter()
+        con = duckdb.connect()
+        con.execute(HAND_SQL, {"f": str(path)}).fetchall()
+        con.close()
+        return {"seconds": time.perf_counter() - start}
+
+
+UTIL = ["cpu_util", "mem_cap_util", "mem_bw_util", "net_bw_util", "gpu_util", "gpu_mem_util"]
+
+
+def side_analytics_polars(args: dict) -> dict:
+    import polars as pl
+
+    with tempfile.TemporaryDirectory(dir=args["tmp"]) as tmp:
+        home = _ingested(args, Path(tmp))
+        from pipelines.lib import lake
+
+        path = lake.partition_path(home, "utilisation_samples", args["day"])
+        start = time.perf_counter()
+        long = (
+            pl.scan_parquet(path)
+            .select("run_id", "server_id", "role", *UTIL)
+            .unpivot(UTIL, index=["run_id", "server_id", "role"], variable_name="resource", value_name="util")
+            .drop_nulls("util")
+        )
+        stats = long.group_by("run_id", "role", "resource").agg(
+            pl.col("server_id").n_unique(),
+            pl.len(),
+            pl.col("util").mean().alias("mean"),
+            pl.col("util").quantile(0.5).alias("p50"),
+            pl.col("util").quantile(0.95).alias("p95"),
+            pl.col("util").max().alias("max"),
+        )
+        hist = long.group_by(
+            "role", "resource", (pl.col("util") * 1000).floor().clip(0, 999).cast(pl.Int32).alias("bin")
+        ).len()
+        pl.collect_all([stats, hist])
+        return {"seconds": time.perf_counter() - start}
+
+
+def side_analytics_pandas(args: dict) -> dict:
+    import numpy as np
+    import pandas as pd
+
+    with tempfile.TemporaryDirectory(dir=args["tmp"]) as tmp:
+        home = _ingested(args, Path(tmp))
+        from pipelines.lib import lake
+
+        path = lake.partition_path(home, "utilisation_samples", args["day"])
+        start = time.perf_counter()
+        df = pd.read_parquet(path, columns=["run_id", "server_id", "role", *UTIL])
+        long = df.melt(
+            id_vars=["run_id", "server_id", "role"], value_vars=UTIL, var_name="resource", value_name="util"
+        )
+        long = long.dropna(subset=["util"])
+        g = long.groupby(["run_id", "role", "resource"])["util"]
+        g.agg(["mean", "max", "count"])
+        g.quantile([0.5, 0.95])
+        long.groupby(["run_id", "role", "resource"])["server_id"].nunique()
+        long["bin"] = np.clip(np.floor(long["util"] * 1000), 0, 999).astype("int32")
+        long.groupby(["role", "resource", "bin"]).size()
+        return {"seconds": time.perf_counter() - start}
+
+
+def side_night(args: dict) -> dict:
+    """`fleet run` of the landing days: real Dagster runs, every asset, in a fresh data home."""
+    from pipelines.lib.paths import DataHome
+    from pipelines.orchestrate import run_pipeline
+
+    with tempfile.TemporaryDirectory(dir=args["tmp"]) as tmp:
+        home = DataHome.resolve(fresh_home(Path(tmp), [Path(t) for t in args["trees"]]))
+        os.environ["DAGSTER_HOME"] = str(home.dagster_home)
+        start = time.perf_counter()
+        kwargs = {"workers": args["workers"]} if "workers" in args else {}
+        run_pipeline(home, args["days"], progress=lambda _: None, **kwargs)
+        first = time.perf_counter() - start
+        out = {"seconds": first}
+        if args.get("again"):  # the lake did not change: what a night costs beyond its new data
+            start = time.perf_counter()
+            run_pipeline(home, [], progress=lambda _: None)
+            out = {"seconds": time.perf_counter() - start}
+        return out
+
+
+def side_night_floor(args: dict) -> dict:
+    """DuckDB alone: copy the day's samples to Parquet, then the project's own transforms over them."""
+    import duckdb
+
+    from pipelines.lib.sqlfiles import sql_text
+
+    tree = Path(args["trees"][0])
+    src = samples_file(tree, args["fmt"])
+    runs = next((tree / "synthetic").glob("*/runs.*"))
+    reader = {"parquet": "read_parquet", "csv": "read_csv", "jsonl": "read_json"}[args["fmt"]]
+    with tempfile.TemporaryDirectory(dir=args["tmp"]) as tmp:
+        copy = Path(tmp) / "samples.parquet"
+        start = time.perf_counter()
+        con = duckdb.connect()
+        con.execute(
+            f"COPY (SELECT * FROM {reader}($src)) TO '{copy}' (FORMAT parquet, COMPRESSION zstd)",
+            {"src": str(src)},
+        )
+        con.read_parquet(str(copy)).create_view("samples")
+        con.execute(f"CREATE TABLE runs AS SELECT * FROM {reader}($src)", {"src": str(runs)})
+        con.execute(sql_text("transforms/samples_long.sql"))
+        stats = con.sql(sql_text("transforms/run_role_stats.sql"), params={"day": args["days"][0]}).pl()
+        con.register("run_role_stats", stats)
+        con.sql(
+            sql_text("transforms/util_distribution.sql"), params={"day": args["days"][0], "n_bins": 1000}
+        ).pl()
+        con.close()
+        return {"seconds": time.perf_counter() - start}
+
+
+def side_synth(args: dict) -> dict:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bench_synth
+
+    with tempfile.TemporaryDirectory(dir=args["tmp"]) as tmp:
+        fn = bench_synth.run_ours if args["mode"] == "ours" else bench_synth.run_baseline
+        return fn(args["days"], args["runs_per_day"], Path(tmp))
+
+
+SIDES = {
+    f.__name__: f
+    for f in (
+        side_ingest,
+        side_copy,
+        side_analytics,
+        side_analytics_duckdb,
+        side_analytics_polars,
+        side_analytics_pandas,
+        side_night,
+        side_night_floor,
+        side_synth,
+    )
+}
+
+
+def child(name: str, args: str) -> None:
+    result = SIDES[name](json.loads(args))
+    result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print("RESULT " + json.dumps(result))
+
+
+def measure(name: str, **args) -> dict:
+    """One side in a fresh Python process (its own peak RSS); raises with its stderr if it fails."""
+    p = subprocess.run(
+        [sys.executable, __file__, "--child", name, json.dumps(args, default=str)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "DAGSTER_DISABLE_TELEMETRY": "1"},
+    )
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
+    if p.returncode or not lines:
+        raise RuntimeError(f"{name} failed:\n{p.stderr[-3000:]}")
+    return json.loads(lines[-1].removeprefix("RESULT "))
+
+
+# ---------------------------------------------------------------- the table
+
+
+def paired(case: str, repeats: int, product: tuple, anchor: tuple | None, note: str = "") -> dict:
+    """Interleaved product/anchor runs; medians of seconds, ratio of the medians, max peak RSS."""
+    ours, base = [], []
+    for _ in range(repeats):
+        ours.append(measure(product[0], **product[1]))
+        if anchor:
+            base.append(measure(anchor[0], **anchor[1]))
+    row = {
+        "case": case,
+        "product_s": statistics.median(r["seconds"] for r in ours),
+        "product_rss_mb": max(r["peak_rss_mb"] for r in ours),
+        "anchor_s": statistics.median(r["seconds"] for r in base) if base else None,
+        "anchor_rss_mb": max(r["peak_rss_mb"] for r in base) if base else None,
+        "repeats": repeats,
+        "note": note,
+    }
+    row["ratio"] = row["product_s"] / row["anchor_s"] if row["anchor_s"] else None
+    target = TARGETS.get(case)
+    row["target"] = target
+    row["ok"] = target is None or (row["ratio"] is not None and row["ratio"] <= target)
+    return row
+
+
+def print_table(rows: list[dict]) -> None:
+    head = f"{'case':<22}{'product s':>11}{'anchor s':>10}{'ratio':>8}{'target':>8}{'RSS MB':>9}{'anchor MB':>11}  ok"
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        anchor = f"{r['anchor_s']:.2f}" if r["anchor_s"] is not None else "-"
+        ratio = f"{r['ratio']:.2f}" if r["ratio"] is not None else "-"
+        target = f"{r['target']:.2f}" if r["target"] is not None else "-"
+        amb = f"{r['anchor_rss_mb']:.0f}" if r["anchor_rss_mb"] is not None else "-"
+        print(
+            f"{r['case']:<22}{r['product_s']:>11.2f}{anchor:>10}{ratio:>8}{target:>8}"
+            f"{r['product_rss_mb']:>9.0f}{amb:>11}  {'yes' if r['ok'] else 'NO'}"
+            + (f"  ({r['note']})" if r["note"] else "")
+        )
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--samples", type=int, default=10_000_000, help="samples in the benchmark day")
+    ap.add_argument("--repeats", type=int, default=3, help="interleaved repeats per case (medians)")
+    ap.add_argument(
+        "--cases",
+        default="synth,ingest,analytics,night,backfill,fixed,memory",
+        help="comma-separated: synth, ingest, analytics, night, backfill, fixed, memory",
+    )
+    ap.add_argument("--home", default=None, help="data home (default: $FLEET_HOME or ./data)")
+    ap.add_argument("--child", nargs=2, metavar=("SIDE", "ARGS"), help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.child:
+        child(*a.child)
+        return 0
+    from pipelines.lib.paths import DataHome
+
+    home = DataHome.resolve(a.home)
+    data = home.root / "bench" / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    tmp = home.root / "bench" / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    cases = set(a.cases.split(","))
+    n, r = a.samples, a.repeats
+    rows: list[dict] = []
+
+    def add(row: dict) -> None:
+        rows.append(row)
+        print(
+            f"  {row['case']}: {row['product_s']:.2f} s"
+            + (f" vs {row['anchor_s']:.2f} s" if row["anchor_s"] else ""),
+            flush=True,
+        )
+
+    if "synth" in cases:
+        runs_per_day = max(1, round(n / SAMPLES_PER_RUN))
+        args = {"days": 1, "runs_per_day": runs_per_day, "tmp": str(tmp)}
+        add(
+            paired(
+                "synth",
+                r,
+                ("side_synth", {**args, "mode": "ours"}),
+                ("side_synth", {**args, "mode": "baseline"}),
+            )
+        )
+    for fmt in ("parquet", "csv", "jsonl"):
+        if "ingest" in cases:
+            tree = landing_day(data, fmt, n)
+            src = samples_file(tree, fmt)
+            add(
+                paired(
+                    f"ingest-{fmt}",
+                    r,
+                    ("side_ingest", {"tree": str(tree), "day": DAY, "tmp": str(tmp)}),
+                    ("side_copy", {"src": str(src), "fmt": fmt, "tmp": str(tmp)}),
+                    note=f"{n:,} samples",
+                )
+            )
+    if "analytics" in cases:
+        tree = landing_day(data, "parquet", n)
+        args = {"tree": str(tree), "day": DAY, "tmp": str(tmp)}
+        row = paired("analytics", r, ("side_analytics", args), ("side_analytics_duckdb", args))
+        pol = statistics.median(measure("side_analytics_polars", **args)["seconds"] for _ in range(r))
+        try:
+            pan = statistics.median(measure("side_analytics_pandas", **args)["seconds"] for _ in range(r))
+            pan_text = f"pandas {pan:.2f} s"
+        except RuntimeError as exc:
+            pan_text = "pandas not installed" if "pandas" in str(exc) else "pandas failed"
+        row["note"] = f"polars {pol:.2f} s, {pan_text}"
+        add(row)
+    if "night" in cases:
+        for size in sorted({min(n, 1_000_000), n}):
+            tree = landing_day(data, "jsonl", size)
+            args = {"trees": [str(tree)], "days": [DAY], "fmt": "jsonl", "tmp": str(tmp)}
+            add(
+                paired(
+                    f"night-{size // 1_000_000}M" if size >= 1_000_000 else f"night-{size}",
+                    r,
+                    ("side_night", args),
+                    ("side_night_floor", args),
+                    note="JSONL landing, fleet run",
+                )
+            )
+            rows[-1]["target"] = TARGETS["night"]
+            rows[-1]["ok"] = rows[-1]["ratio"] <= TARGETS["night"]
+    if "backfill" in cases:
+        days = [(dt.date.fromisoformat(DAY) + dt.timedelta(days=i)).isoformat() for i in range(7)]
+        trees = [str(landing_day(data, "parquet", max(n // 7, 1000), day=d)) for d in days]
+        args = {"trees": trees, "days": days, "tmp": str(tmp)}
+        add(
+            paired(
+                "backfill",
+                r,
+                ("side_night", {**args, "workers": 2}),
+                ("side_night", {**args, "workers": 1}),
+                note="7 days: parallel runs vs one after another",
+            )
+        )
+    if "fixed" in cases:
+        tree = landing_day(data, "parquet", min(n, 1_000_000))
+        args = {"trees": [str(tree)], "days": [DAY], "tmp": str(tmp), "again": True}
+        row = paired("fixed", r, ("side_night", args), None, note="a night whose lake did not change")
+        row["target"], row["ok"] = 10.0, row["product_s"] < 10.0
+        add(row)
+    if "memory" in cases:
+        for fmt in ("parquet", "csv", "jsonl"):
+            big = 3 * n
+            tree = landing_day(data, fmt, big)
+            m = measure("side_ingest", tree=str(tree), day=DAY, tmp=str(tmp))
+            rows.append(
+                {
+                    "case": f"memory-{fmt}",
+                    "product_s": m["seconds"],
+                    "product_rss_mb": m["peak_rss_mb"],
+                    "anchor_s": None,
+                    "anchor_rss_mb": None,
+                    "ratio": None,
+                    "target": None,
+                    "repeats": 1,
+                    "ok": m["peak_rss_mb"] < RSS_LIMIT_MB,
+                    "note": f"{big:,} samples, RSS limit {RSS_LIMIT_MB} MB",
+                }
+            )
+            print(f"  memory-{fmt}: {m['peak_rss_mb']:.0f} MB", flush=True)
+        for row in rows:  # every ingest must also stay under the memory limit
+            if row["case"].startswith("ingest-"):
+                row["ok"] = row["ok"] and row["product_rss_mb"] < RSS_LIMIT_MB
+
+    print()
+    print_table(rows)
+    report = {
+        "when": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "samples": n,
+        "cpus": os.cpu_count(),
+        "rows": rows,
+    }
+    out = home.root / "bench" / f"bench-{n}.json"
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"\nwritten: {out}")
+    return 0 if all(row["ok"] for row in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,586 @@
+"""Streaming readers of landing files: every format in batches, so memory is set by a batch, not by a file.
+
+A reader yields ``RawBatch``es: the contract's fields (strings, or typed where the format is typed), the
+row number of each row in its file, parse-level rejects (bad JSON, not an object) and fields the contract
+does not know. Whole-file faults raise ``FileProblem``. JSON Lines is read by DuckDB in one streaming pass
+(the fast path); if DuckDB cannot parse a line, the file is read again line by line (the precise path),
+so every line gets its own verdict. CSV is read by pyarrow's streaming reader, Parquet batch by batch.
+Gzipped files are decompressed as a stream with limits on the expanded size and the expansion ratio.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import os
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from pipelines.lib.contracts import Contract
+from pipelines.lib.sqlfiles import sql_text
+
+BATCH_ROWS = 200_000  # rows per batch: the unit of memory (a few tens of MB) and of a Parquet row group
+CHUNK_BYTES = 16 << 20  # bytes of text per batch on the precise JSON Lines path
+MAX_LINE_BYTES = 1 << 20  # a JSONL line or CSV row above 1 MiB is not telemetry: the file is quarantined
+MAX_EXPANDED_BYTES = 64 << 30  # a gzip member that expands beyond 64 GiB is refused
+MAX_EXPANSION_RATIO = 200  # ... and so is one that expands more than 200x once past 64 MiB
+RATIO_FLOOR_BYTES = 64 << 20
+INTERNAL = "__fleet_"  # prefix of internal columns; an input column with it is refused
+ROW = "__fleet_row"
+
+
+class FileProblem(Exception):
+    """A whole landing file cannot be read; it is quarantined with this reason."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+@dataclass
+class RawBatch:
+    """Rows of one file: ``frame`` holds the contract's fields present in the file and ``__fleet_row``."""
+
+    frame: pl.DataFrame
+    rejects: pl.DataFrame | None = None  # __fleet_row, reason_code, field, message, raw_record
+    extras: pl.DataFrame | None = None  # __fleet_row, fields (JSON of the fields no contract knows)
+    raw_column: str | None = None  # column of ``frame`` holding each row's original text
+
+
+@dataclass
+class FileInfo:
+    """What a reader learnt about a file while reading it."""
+
+    format: str | None = None
+    extra_columns: list[str] = field(default_factory=list)
+    needs_line_numbers: bool = False  # JSONL fast path: row numbers are record ordinals until mapped
+
+
+def detect_format(name: str, head: bytes) -> tuple[str | None, bool]:
+    """(format, gzipped) from content where it is unambiguous (gzip/Parquet magic, a leading '{'), else the name."""
+    gz = head[:2] == b"\x1f\x8b"
+    base = name[:-3] if name.endswith(".gz") else name
+    if head[:4] == b"PAR1":
+        return "parquet", False
+    if base.endswith((".jsonl", ".ndjson", ".json")):
+        return "jsonl", gz
+    if base.endswith(".csv"):
+        return "csv", gz
+    if base.endswith(".parquet"):
+        return "parquet", gz
+    if gz:
+        return None, True  # decided after decompression
+    first = head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
+    if first in (b"{", b"["):
+        return "jsonl", False
+    return None, False
+
+
+class CappedGzip(io.RawIOBase):
+    """A gzip stream decompressed on the fly, refusing bombs and reporting truncation as FileProblem."""
+
+    def __init__(self, raw: io.BufferedReader, rel: str, compressed_size: int):
+        self._raw, self._rel, self._size = raw, rel, max(compressed_size, 1)
+        self._d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        self._pending = b""
+        self._out = 0
+        self._eof = False
+
+    def readable(self) -> bool:
+        return True
+
+    def _refill(self) -> None:
+        while not self._pending and not self._eof:
+            chunk = self._d.unconsumed_tail or self._raw.read(1 << 20)
+            if not chunk:
+                if not self._d.eof:
+                    raise FileProblem(
+                        "file_truncated",
+                        f"{self._rel}: the gzip stream is truncated or damaged (ends mid-member); deliver it again",
+                    )
+                self._eof = True
+                return
+            try:
+                self._pending = self._d.decompress(chunk, 4 << 20)
+            except zlib.error as exc:
+                raise FileProblem(
+                    "file_truncated",
+                    f"{self._rel}: the gzip stream is truncated or damaged ({exc}); deliver it again",
+                ) from exc
+            self._out += len(self._pending)
+            self._check_limits()
+            if self._d.eof and self._d.unused_data:  # concatenated members
+                rest = self._d.unused_data
+                self._d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                self._pending += self._d.decompress(rest, 4 << 20)
+
+    def _check_limits(self) -> None:
+        if self._out > MAX_EXPANDED_BYTES or (
+            self._out > RATIO_FLOOR_BYTES and self._out > MAX_EXPANSION_RATIO * self._size
+        ):
+            raise FileProblem(
+                "file_decompression_limit",
+                f"{self._rel}: expands beyond the limits for one file ({self._out:,} bytes from {self._size:,}: "
+                f"over {MAX_EXPANSION_RATIO}x or {MAX_EXPANDED_BYTES >> 30} GiB); split it or deliver it uncompressed",
+            )
+
+    def readinto(self, b) -> int:
+        self._refill()
+        n = min(len(b), len(self._pending))
+        b[:n] = self._pending[:n]
+        self._pending = self._pending[n:]
+        return n
+
+
+@contextlib.contextmanager
+def open_plain(path: Path, rel: str, gz: bool) -> Iterator[io.BufferedIOBase]:
+    """The file's bytes, decompressed as a stream when gzipped."""
+    with open(path, "rb") as fh:
+        if gz:
+            yield io.BufferedReader(CappedGzip(fh, rel, os.fstat(fh.fileno()).st_size), buffer_size=1 << 20)
+        else:
+            yield fh
+
+
+def plain_copy(path: Path, rel: str, gz: bool, scratch: Path) -> Path:
+    """A path DuckDB or pyarrow can open: the file itself, or its decompressed copy in ``scratch``."""
+    if not gz:
+        return path
+    target = scratch / f"{abs(hash(rel))}.plain"
+    with open_plain(path, rel, gz) as src, open(target, "wb") as dst:
+        while chunk := src.read(8 << 20):
+            dst.write(chunk)
+    return target
+
+
+def refuse_reserved(columns, rel: str) -> None:
+    reserved = [c for c in columns if c and c.startswith(INTERNAL)]
+    if reserved:
+        raise FileProblem(
+            "file_unreadable",
+            f"{rel}: column name(s) {reserved} use the reserved prefix {INTERNAL!r}; rename them",
+        )
+
+
+def _bad_encoding(rel: str, exc: UnicodeDecodeError, offset: int) -> FileProblem:
+    return FileProblem(
+        "file_bad_encoding",
+        f"{rel}: not UTF-8 text (byte {offset + exc.start}: {exc.reason}); re-export the file as UTF-8",
+    )
+
+
+def _oversized(rel: str, line: int, size: int) -> FileProblem:
+    return FileProblem(
+        "file_oversized_line",
+        f"{rel}: line {line} is {size:,} bytes, above the {MAX_LINE_BYTES:,}-byte limit for one record",
+    )
+
+
+# ---------------------------------------------------------------- JSON Lines
+
+
+def _connect() -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")
+    return con
+
+
+def _jsonl_frame(
+    field_values: pa.ListArray | pa.ChunkedArray, names: list[str], rows: pl.Series
+) -> pl.DataFrame:
+    """One column per field from DuckDB's list of extracted strings (every list has one entry per path)."""
+    flat = pl.Series(pa.chunked_array(field_values).combine_chunks().flatten())
+    k = len(names)
+    return pl.DataFrame([rows, *[flat.gather_every(k, offset=i).alias(n) for i, n in enumerate(names)]])
+
+
+def _extra_keys(keys: pl.Series, known: set[str], seen: dict[int, list[str]]) -> pl.Series:
+    """Per row: does it use a key the contract does not know? Distinct key lists are checked once;
+    null means the row's keys are exactly the contract's."""
+    if keys.null_count() == len(keys):
+        return pl.Series(values=np.zeros(len(keys), dtype=bool))
+    hashes = keys.hash()
+    firsts = hashes.arg_unique()
+    for i in firsts.to_list():
+        h = hashes[i]
+        if h not in seen:
+            row = keys[i]
+            seen[h] = [k for k in (row.to_list() if row is not None else []) if k not in known]
+    bad = [h for h, extra in seen.items() if extra]
+    return hashes.is_in(bad) if bad else pl.Series(values=np.zeros(len(keys), dtype=bool))
+
+
+def _jsonl_fast(path: Path, c: Contract, rel: str, info: FileInfo) -> Iterator[RawBatch]:
+    """One DuckDB pass over the file; raises duckdb.Error on a malformed line (the caller falls back)."""
+    names = [col.name for col in c.landing_columns]
+    known = set(names)
+    seen: dict[int, list[str]] = {}
+    con = _connect()
+    try:
+        reader = con.sql(
+            sql_text("transforms/jsonl_stream.sql"),
+            params={"file": str(path), "paths": ['$."' + n + '"' for n in names], "known": names},
+        ).arrow(BATCH_ROWS)
+        ordinal = 0
+        extra_rows: list[pl.Series] = []
+        for rb in reader:
+            n = rb.num_rows
+            rows = pl.int_range(ordinal + 1, ordinal + 1 + n, dtype=pl.Int64, eager=True).alias(ROW)
+            ordinal += n
+            if n and pa.compute.max(rb.column("n_bytes")).as_py() > MAX_LINE_BYTES:
+                raise duckdb.InvalidInputException("oversized line: read precisely")
+            has_extra = _extra_keys(pl.Series(rb.column("keys")), known, seen)
+            frame = _jsonl_frame(rb.column("field_values"), names, rows)
+            not_obj = ~pl.Series(rb.column("is_object"))
+            rejects = None
+            if not_obj.any():
+                info.needs_line_numbers = True
+                rejects = frame.filter(not_obj).select(
+                    ROW,
+                    pl.lit("not_an_object").alias("reason_code"),
+                    pl.lit(None, pl.String).alias("field"),
+                    pl.lit("line is JSON but not an object; each line must be one record {...}").alias(
+                        "message"
+                    ),
+                    pl.lit(None, pl.String).alias("raw_record"),
+                )
+                frame = frame.filter(~not_obj)
+                has_extra = has_extra.filter(~not_obj)
+            if has_extra.any():
+                extra_rows.append(frame.filter(has_extra)[ROW])
+            yield RawBatch(frame=frame, rejects=rejects)
+    finally:
+        con.close()
+    extras = sorted({k for v in seen.values() for k in v})
+    if extras:
+        refuse_reserved(extras, rel)
+        info.extra_columns = [k for k in extras if k]
+        info.needs_line_numbers = True
+        yield from _jsonl_extras(path, info.extra_columns, pl.concat(extra_rows))
+
+
+def _jsonl_extras(path: Path, extras: list[str], rows: pl.Series) -> Iterator[RawBatch]:
+    """Second pass, only for files with fields no contract knows: their values, for the rows that have them."""
+    if not extras:
+        return
+    con = _connect()
+    try:
+        reader = con.sql(
+            "SELECT json_extract_string(json, $paths) AS v FROM read_ndjson_objects($file)",
+            params={"file": str(path), "paths": ['$."' + k.replace('"', '\\"') + '"' for k in extras]},
+        ).arrow(BATCH_ROWS)
+        ordinal = 0
+        for rb in reader:
+            v = pl.from_arrow(rb)["v"]
+            ids = pl.int_range(ordinal + 1, ordinal + 1 + len(v), dtype=pl.Int64, eager=True)
+            ordinal += len(v)
+            frame = pl.DataFrame({ROW: ids}).with_columns(
+                *[v.list.get(i, null_on_oob=True).alias(k) for i, k in enumerate(extras)]
+            )
+            frame = frame.filter(pl.col(ROW).is_in(rows))
+            if frame.height:
+                yield RawBatch(frame=pl.DataFrame(), extras=_extras_json(frame, extras))
+    finally:
+        con.close()
+
+
+def _extras_json(frame: pl.DataFrame, extras: list[str]) -> pl.DataFrame:
+    kept = frame.filter(pl.any_horizontal(pl.col(extras).is_not_null()))
+    return kept.select(ROW, pl.struct(extras).struct.json_encode().alias("fields"))
+
+
+def _lines(stream: io.BufferedIOBase, rel: str) -> Iterator[tuple[int, list[str]]]:
+    """(number of the first line, lines) per chunk of about CHUNK_BYTES, checked for size and encoding."""
+    rest, first, offset = b"", 1, 0
+    while True:
+        chunk = stream.read(CHUNK_BYTES)
+        buf = rest + chunk
+        if not chunk:
+            if not buf:
+                return
+            cut = len(buf)
+        else:
+            cut = buf.rfind(b"\n") + 1
+            if cut == 0:
+                if len(buf) > MAX_LINE_BYTES:
+                    raise _oversized(rel, first, len(buf))
+                rest = buf
+                continue
+        part, rest = buf[:cut], buf[cut:]
+        arr = np.frombuffer(part, dtype=np.uint8)
+        ends = np.flatnonzero(arr == 10)
+        lengths = np.diff(np.concatenate(([-1], ends, [len(part) - 1] if part[-1:] != b"\n" else []))) - 1
+        if len(lengths) and lengths.max() > MAX_LINE_BYTES:
+            i = int(lengths.argmax())
+            raise _oversized(rel, first + i, int(lengths[i]))
+        try:
+            text = part.decode("utf-8-sig" if first == 1 else "utf-8")
+        except UnicodeDecodeError as exc:
+            raise _bad_encoding(rel, exc, offset) from exc
+        lines = text.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        yield first, lines
+        first += len(lines)
+        offset += len(part)
+        if not chunk:
+            return
+
+
+def _jsonl_precise(stream: io.BufferedIOBase, c: Contract, rel: str, info: FileInfo) -> Iterator[RawBatch]:
+    """Line by line (in chunks): every line is a row, bad JSON and non-objects are rejects with their text."""
+    names = [col.name for col in c.landing_columns]
+    known = set(names)
+    extras_seen: set[str] = set()
+    con = _connect()
+    try:
+        for first, lines in _lines(stream, rel):
+            table = pl.DataFrame({"line": pl.Series(lines, dtype=pl.String)}).with_row_index(
+                "row_number", offset=first
+            )
+            table = table.with_columns(pl.col("line").str.strip_chars_end("\r")).filter(
+                pl.col("line").str.contains(r"\S")
+            )
+            con.register("lines", table)
+            keys = [k for (k,) in con.sql(sql_text("transforms/jsonl_keys.sql")).fetchall()]
+            refuse_reserved(keys, rel)
+            extras = [k for k in keys if k and k not in known]  # an empty key cannot be addressed
+            extras_seen.update(extras)
+            parsed = con.sql(
+                sql_text("transforms/jsonl_fields.sql"),
+                params={"paths": ['$."' + n.replace('"', '\\"') + '"' for n in names + extras]},
+            ).pl()
+            con.unregister("lines")
+            frame = _jsonl_frame(
+                parsed["field_values"].to_arrow(),
+                names + extras,
+                parsed["row_number"].cast(pl.Int64).alias(ROW),
+            )
+            frame = frame.with_columns(table["line"].alias("__fleet_raw"))
+            bad_json = ~parsed["is_valid_json"]
+            not_obj = parsed["is_valid_json"] & (parsed["json_kind"] != "OBJECT")
+            bad = bad_json | not_obj
+            rejects = None
+            if bad.any():
+                rejects = frame.filter(bad).select(
+                    ROW,
+                    pl.when(pl.Series(bad_json.filter(bad)))
+                    .then(pl.lit("bad_json"))
+                    .otherwise(pl.lit("not_an_object"))
+                    .alias("reason_code"),
+                    pl.lit(None, pl.String).alias("field"),
+                    pl.when(pl.Series(bad_json.filter(bad)))
+                    .then(pl.lit("line is not valid JSON (check quotes, commas and brackets)"))
+                    .otherwise(
+                        pl.format(
+                            "line is JSON but not an object ({}); each line must be one record {{...}}",
+                            pl.Series(parsed["json_kind"].filter(bad)).str.to_lowercase(),
+                        )
+                    )
+                    .alias("message"),
+                    pl.col("__fleet_raw").alias("raw_record"),
+                )
+                frame = frame.filter(~bad)
+            extra_df = _extras_json(frame, extras) if extras else None
+            yield RawBatch(
+                frame=frame.drop(extras), rejects=rejects, extras=extra_df, raw_column="__fleet_raw"
+            )
+    finally:
+        con.close()
+    info.extra_columns = sorted(extras_seen)
+
+
+def jsonl_line_numbers(path: Path, rel: str, gz: bool, ordinals: pl.Series) -> pl.Series:
+    """Line numbers of the given record ordinals (1-based, counting only lines that hold a record)."""
+    wanted = np.sort(np.unique(ordinals.to_numpy()))
+    found: dict[int, int] = {}
+    seen = 0
+    with open_plain(path, rel, gz) as stream:
+        for first, lines in _lines(stream, rel):
+            nonblank = np.flatnonzero(
+                np.fromiter((bool(s.strip()) for s in lines), dtype=bool, count=len(lines))
+            )
+            lo, hi = seen + 1, seen + len(nonblank)
+            sel = wanted[(wanted >= lo) & (wanted <= hi)]
+            for o in sel.tolist():
+                found[o] = first + int(nonblank[o - lo])
+            seen = hi
+    return ordinals.replace_strict(found, default=None, return_dtype=pl.Int64)
+
+
+def read_jsonl(
+    path: Path, c: Contract, rel: str, gz: bool, scratch: Path, info: FileInfo
+) -> Iterator[RawBatch]:
+    """JSON Lines: the DuckDB fast path; on any parse error, the precise path from the start.
+
+    Batches of the fast path already yielded are superseded: the caller drops what it kept of this file
+    when it sees ``FallBack``.
+    """
+    plain = plain_copy(path, rel, gz, scratch)
+    try:
+        yield from _jsonl_fast(plain, c, rel, info)
+    except (duckdb.InvalidInputException, duckdb.ConversionException) as exc:  # bad input, not a bug
+        info.needs_line_numbers = False
+        yield FallBack(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        with open(plain, "rb") as stream:
+            yield from _jsonl_precise(stream, c, rel, info)
+    finally:
+        if plain != path:
+            plain.unlink(missing_ok=True)
+
+
+@dataclass
+class FallBack:
+    """Marker: the fast path failed; everything read so far from this file must be discarded."""
+
+    why: str
+
+
+# ---------------------------------------------------------------- CSV
+
+
+def _csv_header(stream: io.BufferedIOBase, rel: str) -> list[str]:
+    head = stream.peek(MAX_LINE_BYTES + 1)[: MAX_LINE_BYTES + 1] if hasattr(stream, "peek") else b""
+    line = head.split(b"\n", 1)[0]
+    if b"\n" not in head and len(head) > MAX_LINE_BYTES:
+        raise _oversized(rel, 1, len(head))
+    try:
+        text = line.decode("utf-8-sig").rstrip("\r")
+    except UnicodeDecodeError as exc:
+        raise _bad_encoding(rel, exc, 0) from exc
+    return next(csv.reader([text]), [])
+
+
+def read_csv(stream: io.BufferedIOBase, c: Contract, rel: str, info: FileInfo) -> Iterator[RawBatch]:
+    """CSV with a header, every field as text; row numbers count the header as 1."""
+    stream = stream if hasattr(stream, "peek") else io.BufferedReader(stream)
+    header = _csv_header(stream, rel)
+    if not [h for h in header if h]:
+        raise FileProblem("file_empty", f"{rel}: no header row")
+    refuse_reserved(header, rel)
+    dups = sorted({h for h in header if header.count(h) > 1})
+    if dups:
+        raise FileProblem("file_unreadable", f"{rel}: the header repeats column(s) {dups}")
+    names = [col.name for col in c.landing_columns]
+    extras = [h for h in header if h not in names]
+    info.extra_columns = extras
+    try:
+        reader = pacsv.open_csv(
+            stream,
+            read_options=pacsv.ReadOptions(block_size=8 << 20, column_names=header, skip_rows=1),
+            parse_options=pacsv.ParseOptions(newlines_in_values=True),
+            convert_options=pacsv.ConvertOptions(
+                column_types=dict.fromkeys(header, pa.string()),
+                null_values=[""],
+                strings_can_be_null=True,
+                quoted_strings_can_be_null=False,
+            ),
+        )
+    except pa.ArrowInvalid as exc:
+        raise _csv_problem(rel, exc) from exc
+    ordinal = 0
+    while True:
+        try:
+            rb = reader.read_next_batch()
+        except StopIteration:
+            break
+        except pa.ArrowInvalid as exc:
+            raise _csv_problem(rel, exc) from exc
+        frame = pl.from_arrow(rb)
+        frame = frame.with_columns(
+            pl.int_range(ordinal + 2, ordinal + 2 + frame.height, dtype=pl.Int64, eager=True).alias(ROW)
+        )
+        ordinal += frame.height
+        if not frame.height:
+            continue
+        extra_df = _extras_json(frame, extras) if extras else None
+        yield RawBatch(frame=frame.drop(extras), extras=extra_df)
+
+
+def _csv_problem(rel: str, exc: Exception) -> FileProblem:
+    text = str(exc).splitlines()[0]
+    if "UTF8" in text or "utf8" in text.lower():
+        return FileProblem(
+            "file_bad_encoding", f"{rel}: not UTF-8 text ({text}); re-export the file as UTF-8"
+        )
+    if "straddling" in text or "block size" in text.lower():
+        return FileProblem(
+            "file_oversized_line",
+            f"{rel}: a record is above the {MAX_LINE_BYTES:,}-byte limit for one record",
+        )
+    return FileProblem("file_unreadable", f"{rel}: not valid CSV ({text})")
+
+
+# ---------------------------------------------------------------- Parquet
+
+_READABLE = (
+    pa.types.is_string,
+    pa.types.is_large_string,
+    pa.types.is_integer,
+    pa.types.is_floating,
+    pa.types.is_boolean,
+    pa.types.is_timestamp,
+    pa.types.is_date,
+    pa.types.is_null,
+    pa.types.is_string_view,
+)
+
+
+def read_parquet(path: Path, c: Contract, rel: str, info: FileInfo) -> Iterator[RawBatch]:
+    """Parquet batch by batch, in its own types (validated as typed values, no text round trip)."""
+    try:
+        pf = pq.ParquetFile(path, pre_buffer=False)
+        schema = pf.schema_arrow
+    except Exception as exc:  # pyarrow raises several types for a damaged file
+        raise FileProblem(
+            "file_unreadable", f"{rel}: not a readable Parquet file ({str(exc).splitlines()[0]})"
+        ) from exc
+    refuse_reserved(schema.names, rel)
+    odd = [f.name for f in schema if not any(t(f.type) for t in _READABLE)]
+    if odd:
+        raise FileProblem(
+            "file_unreadable",
+            f"{rel}: column(s) {odd} have types ingest cannot read (nested, duration, binary, ...)",
+        )
+    names = [col.name for col in c.landing_columns]
+    extras = [n for n in schema.names if n not in names]
+    info.extra_columns = extras
+    ordinal = 0
+    try:
+        for rb in pf.iter_batches(batch_size=BATCH_ROWS):
+            frame = pl.from_arrow(rb)
+            frame = frame.with_columns(
+                pl.int_range(ordinal + 1, ordinal + 1 + frame.height, dtype=pl.Int64, eager=True).alias(ROW)
+            )
+            ordinal += frame.height
+            extra_df = None
+            if extras:
+                shown = frame.select(
+                    ROW,
+                    *[
+                        pl.col(x).dt.to_string("%Y-%m-%dT%H:%M:%S%.6f")
+                        if frame.schema[x].is_temporal()
+                        else pl.col(x)
+                        for x in extras
+                    ],
+                )
+                extra_df = _extras_json(shown, extras)
+            yield RawBatch(frame=frame.drop(extras), extras=extra_df)
+    except FileProblem:
+        raise
+    except Exception as exc:
+        raise FileProblem(
+            "file_unreadable", f"{rel}: not a readable Parquet file ({str(exc).splitlines()[0]})"
+        ) from exc

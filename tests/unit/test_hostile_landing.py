@@ -1,0 +1,142 @@
+"""A hostile producer and a careless operator: every landing entry is accounted for, nothing outside the
+landing folder is read, nothing is accepted twice across days, and concurrent writers of a day queue."""
+
+from __future__ import annotations
+
+import builtins
+import os
+import shutil
+import threading
+
+import polars as pl
+
+from pipelines.lib import landing, lake
+from pipelines.lib.ingest import ingest_day, ingest_partition, reconciliation
+from tests.conftest import DAY
+
+NEXT_DAY = "2026-11-21"
+
+
+def _copy_day(home, source: str, day: str) -> None:
+    src = home.landing / "synthetic" / DAY
+    dst = home.landing / source / day
+    dst.mkdir(parents=True, exist_ok=True)
+    for f in src.iterdir():
+        shutil.copy2(f, dst / f.name)
+
+
+def test_the_same_files_delivered_on_two_days_are_accepted_once(landed, hw, small_day):
+    ingest_partition(landed, DAY, hw.platforms)
+    _copy_day(landed, "synthetic", NEXT_DAY)  # the same bytes under another day's folder
+    again = ingest_partition(landed, NEXT_DAY, hw.platforms)
+    q = again.result.quarantine
+    assert set(q["reason_code"]) == {"file_duplicate"} and q["row_number"].to_list() == [0, 0]
+    assert "already accepted on 2026-11-20" in q["message"][0]
+    assert lake.read_partition(landed, "runs", NEXT_DAY).height == 0
+    assert lake.read_partition(landed, "utilisation_samples", NEXT_DAY).height == 0
+    assert reconciliation(again.result.ingest_ledger).height == 0
+    total = pl.concat([lake.read_partition(landed, "runs", d) for d in (DAY, NEXT_DAY)])
+    assert total.height == small_day.runs.height and total["run_id"].is_unique().all()
+
+
+def test_runs_and_samples_redelivered_on_another_day_in_new_files_are_duplicates(landed, hw, small_day):
+    ingest_partition(landed, DAY, hw.platforms)
+    _copy_day(landed, "other", NEXT_DAY)
+    for f in (landed.landing / "other" / NEXT_DAY).iterdir():  # different bytes, same records
+        f.write_bytes(f.read_bytes() + b"\n")
+    r = ingest_partition(landed, NEXT_DAY, hw.platforms).result
+    assert set(r.quarantine["reason_code"]) == {"duplicate_key", "rejects_capped"}  # 1,000 listed per file
+    assert r.ingest_ledger["rows_quarantined"].sum() == small_day.runs.height + small_day.samples.height
+    assert "already accepted on 2026-11-20" in r.quarantine["message"][0]
+    assert r.runs.height == 0 and r.samples_rows == 0
+    assert reconciliation(r.ingest_ledger).height == 0
+
+
+def test_every_entry_outside_the_day_layout_is_reported(landed, hw):
+    root = landed.landing
+    (root / "synthetic" / "latest").mkdir()
+    (root / "synthetic" / "latest" / "runs.jsonl").write_text("{}\n")
+    (root / "synthetic" / "20261023").mkdir()
+    (root / "synthetic" / "20261023" / "runs.jsonl").write_text("{}\n")
+    (root / "synthetic" / "2026-02-30").mkdir()
+    (root / "synthetic" / "2026-02-30" / "runs.jsonl").write_text("{}\n")
+    (root / "synthetic" / DAY / "nested").mkdir()
+    (root / "synthetic" / DAY / "nested" / "runs.jsonl").write_text("{}\n")
+    (root / "synthetic" / "runs.jsonl").write_text("{}\n")
+    (root / "runs.jsonl").write_text("{}\n")
+    misplaced = {f.relpath: f.problem[0] for f in landing.misplaced(landed)}
+    assert misplaced == {
+        "synthetic/latest/runs.jsonl": "file_bad_location",
+        "synthetic/20261023/runs.jsonl": "file_bad_location",
+        "synthetic/2026-02-30/runs.jsonl": "file_bad_location",
+        f"synthetic/{DAY}/nested/runs.jsonl": "file_bad_location",
+        "synthetic/runs.jsonl": "file_bad_location",
+        "runs.jsonl": "file_bad_location",
+    }
+    assert landing.landing_days(landed) == [DAY]
+    r = ingest_day(landed, DAY, hw.platforms)  # the day itself is unaffected
+    assert r.quarantine.height == 0
+
+
+def test_fifos_and_undecodable_names_are_quarantined_not_read(landed, hw, small_day):
+    day_dir = landed.landing / "synthetic" / DAY
+    os.mkfifo(day_dir / "runs-pipe.jsonl")  # reading it would block forever
+    bad_name = os.fsencode(str(day_dir)) + b"/runs-\xff\xfe.jsonl"
+    with open(bad_name, "wb") as fh:
+        fh.write(b'{"run_id": "x"}\n')
+    done: list = []
+    t = threading.Thread(target=lambda: done.append(ingest_day(landed, DAY, hw.platforms)), daemon=True)
+    t.start()
+    t.join(timeout=60)
+    assert done, "ingest blocked on a FIFO"
+    q = dict(done[0].quarantine.select("source_file", "reason_code").iter_rows())
+    assert q[f"synthetic/{DAY}/runs-pipe.jsonl"] == "file_not_regular"
+    assert q[f"synthetic/{DAY}/runs-\\xff\\xfe.jsonl"] == "file_bad_name"
+    assert done[0].runs.height == small_day.runs.height
+    assert reconciliation(done[0].ingest_ledger).height == 0
+
+
+def test_an_unreadable_file_is_quarantined_and_the_rest_proceeds(landed, hw, small_day, monkeypatch):
+    bad = landed.landing / "synthetic" / DAY / "runs-locked.jsonl"
+    bad.write_text('{"run_id": "locked"}\n')
+    real_open = builtins.open
+
+    def refusing(file, *args, **kwargs):  # root reads through permission bits, so the refusal is simulated
+        if str(file) == str(bad):
+            raise PermissionError(13, "Permission denied", str(file))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", refusing)
+    r = ingest_day(landed, DAY, hw.platforms)
+    q = r.quarantine.filter(pl.col("source_file").str.ends_with("runs-locked.jsonl")).row(0, named=True)
+    assert q["reason_code"] == "file_unreadable" and "Permission denied" in q["message"]
+    assert r.runs.height == small_day.runs.height
+
+
+def test_two_writers_of_one_day_queue_and_both_succeed(landed, hw, small_day):
+    outcomes, errors = [], []
+
+    def writer():
+        try:
+            outcomes.append(ingest_partition(landed, DAY, hw.platforms))
+        except Exception as exc:  # noqa: BLE001 - the test reports any failure of either writer
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors and len(outcomes) == 2 and all(o.promoted for o in outcomes)
+    assert lake.read_partition(landed, "utilisation_samples", DAY).height == small_day.samples.height
+    assert not list((landed.lake / ".staging").glob("*"))  # nothing left behind
+    leftovers = [p for p in landed.lake.rglob(".*.tmp")]
+    assert leftovers == []
+
+
+def test_a_killed_writers_staging_is_swept_by_the_next_writer_of_that_day(landed, hw):
+    stale = landed.lake / ".staging" / f"day={DAY}.deadbeef0000"
+    stale.mkdir(parents=True)
+    (stale / "utilisation_samples.parquet").write_bytes(b"half a file")
+    ingest_partition(landed, DAY, hw.platforms)
+    assert not stale.exists()
