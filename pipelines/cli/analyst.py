@@ -63,17 +63,18 @@ def cmd_ui(args: argparse.Namespace) -> int:
     from pipelines.orchestrate import ensure_instance
 
     home = DataHome.resolve(args.home)
-    ensure_instance(home)
+    dagster_home = ensure_instance(home).root_directory
     cmd = [str(Path(sys.executable).with_name("dagster")), "dev", "-h", args.host, "-p", str(args.port)]
     print(
-        f"Dagster UI on http://{args.host}:{args.port} (DAGSTER_HOME={os.environ['DAGSTER_HOME']})",
+        f"Dagster UI on http://{args.host}:{args.port} (DAGSTER_HOME={dagster_home})",
         flush=True,
     )
     # A shell without job control starts us with SIGINT ignored; dagster dev would then ignore SIGTERM too.
     proc = subprocess.Popen(
         cmd,
         cwd=PROJECT_ROOT,
-        env={**os.environ, "FLEET_HOME": str(home.root)},  # the code location resolves the home from it
+        # The code location finds the data home and the instance through these; ours stays untouched.
+        env={**os.environ, "FLEET_HOME": str(home.root), "DAGSTER_HOME": dagster_home},
         preexec_fn=lambda: (
             signal.signal(signal.SIGINT, signal.SIG_DFL),
             signal.signal(signal.SIGTERM, signal.SIG_DFL),
