@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import re
 import sys
 from typing import NoReturn
 
@@ -15,7 +16,9 @@ class Parser(argparse.ArgumentParser):
     """argparse with a one-line error (what is wrong, where to read more) and exit status 2."""
 
     def error(self, message: str) -> NoReturn:
-        print(f"{self.prog}: {message.removeprefix('argument ')}; see `{self.prog} --help`", file=sys.stderr)
+        # "argument --start: '2026-13-01' is not a date" reads as "--start '2026-13-01' is not a date"
+        message = re.sub(r"^argument (\S+): (?=')", r"\1 ", message).removeprefix("argument ")
+        print(f"{self.prog}: {message}; see `{self.prog} --help`", file=sys.stderr)
         raise SystemExit(2)
 
 

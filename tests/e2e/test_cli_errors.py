@@ -142,14 +142,14 @@ def test_config_still_accepts_a_plain_workload(capsys, home, tmp_path):
 
 def test_report_from_an_impossible_date(capsys, home):
     err = user_error(capsys, ["report", "--from", "2026-13-01", "--home", str(home.root)])
-    assert "--from: '2026-13-01' is not a date YYYY-MM-DD" in err
+    assert "--from '2026-13-01' is not a date YYYY-MM-DD" in err
 
 
 @pytest.mark.slow
 def test_ingest_from_an_impossible_date_exits_2_not_1(home):
     p = run([str(BIN / "fleet"), "ingest", "--from", "2026-13-01", "--home", str(home.root)])
     assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
-    assert "--from: '2026-13-01' is not a date YYYY-MM-DD" in p.stderr
+    assert "--from '2026-13-01' is not a date YYYY-MM-DD" in p.stderr
 
 
 def test_ingest_to_before_from(capsys, home):
@@ -194,7 +194,7 @@ def test_whatif_infinite_setting(capsys, home):
 
 def test_whatif_empty_platform(capsys, home):
     err = user_error(capsys, ["whatif", "--model", "M1prod", "--platform", "", "--home", str(home.root)])
-    assert "--platform: '' names nothing" in err
+    assert "--platform '' names nothing" in err
 
 
 @pytest.mark.parametrize("spec", ["n_sparse_features=", "n_sparse_features=,", "n_sparse_features"])
