@@ -180,7 +180,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         print(f"  NOT promoted (a blocking check failed): {', '.join(s.blocked)}")
     print(
         f"catalog: {home.catalog_path}  "
-        "(quarantine: SELECT * FROM quarantine; files: SELECT * FROM ingest_ledger)"
+        "(tables quarantine and ingest_ledger; `fleet query quarantine_by_reason` sums them up)"
     )
     print("next: `fleet run` computes the analyses for these days")
     return 0
