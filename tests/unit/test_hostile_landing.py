@@ -140,3 +140,33 @@ def test_a_killed_writers_staging_is_swept_by_the_next_writer_of_that_day(landed
     (stale / "utilisation_samples.parquet").write_bytes(b"half a file")
     ingest_partition(landed, DAY, hw.platforms)
     assert not stale.exists()
+
+
+def test_delivering_a_folder_never_reads_through_links_or_fifos(tmp_path, home, hw):
+    from pipelines.lib.delivery import deliver_tree, ingest_days
+
+    secret = tmp_path / "secret.jsonl"
+    secret.write_text('{"run_id": "stolen"}\n')
+    outside_day = tmp_path / "elsewhere"
+    outside_day.mkdir()
+    (outside_day / "runs.jsonl").write_text('{"run_id": "stolen-2"}\n')
+    src = tmp_path / "delivery"
+    day_dir = src / "acme" / DAY
+    day_dir.mkdir(parents=True)
+    (day_dir / "runs-link.jsonl").symlink_to(secret)
+    os.mkfifo(day_dir / "runs-pipe.jsonl")
+    (src / "evil").mkdir()
+    (src / "evil" / DAY).symlink_to(outside_day, target_is_directory=True)
+    (src / "acme" / "latest").mkdir()
+    (src / "acme" / "latest" / "runs.jsonl").write_text("{}\n")
+    assert deliver_tree(src, home) == [DAY]
+    summary = ingest_days(home, [DAY])
+    q = pl.read_parquet(lake.partition_path(home, "quarantine", DAY))
+    reasons = dict(q.select("source_file", "reason_code").iter_rows())
+    assert reasons == {
+        f"acme/{DAY}/runs-link.jsonl": "file_outside_landing",
+        f"acme/{DAY}/runs-pipe.jsonl": "file_not_regular",
+        f"evil/{DAY}/runs.jsonl": "file_outside_landing",
+    }
+    assert "stolen" not in "".join(q["message"].to_list() + [r or "" for r in q["raw_record"].to_list()])
+    assert summary.misplaced == ["acme/latest/runs.jsonl"]

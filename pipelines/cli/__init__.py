@@ -1,0 +1,63 @@
+"""The `fleet` command. One module per group of subcommands; this one checks what the user handed over and
+maps outcomes to exit codes: 0 done, 2 a user error (one line: what is wrong, how to fix it), 1 a failure
+of the machine (disk full, lake unwritable), with its cause."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from pipelines.lib.paths import DataHome
+from pipelines.lib.preflight import (
+    UsageError,
+    check_catalog_readable,
+    check_home,
+    check_query_params,
+    check_user_catalogs,
+    check_workload_config,
+)
+
+# Subcommands that read the data home's own hardware and model catalogs (catalog/*.yaml).
+USES_USER_CATALOG = {"demo", "synth", "run", "ingest", "whatif", "recommend"}
+
+
+def prepare(args: argparse.Namespace) -> None:
+    """Resolve the data home once (explicit from here on) and check every input before work starts."""
+    if "home" in args:
+        home = DataHome.resolve(args.home)
+        check_home(home)
+        args.home = str(home.root)
+        if args.command in USES_USER_CATALOG:
+            check_user_catalogs(home)
+        if args.command == "query" and args.name:
+            _check_query(args, home)
+    if getattr(args, "config", None):
+        check_workload_config(Path(args.config))
+
+
+def _check_query(args: argparse.Namespace, home: DataHome) -> None:
+    from pipelines.lib import queries
+
+    known = queries.canned()
+    if args.name in known:
+        params = dict(p.split("=", 1) for p in args.param or [])
+        check_query_params(known[args.name].defaults, params)
+        check_catalog_readable(home.catalog_path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one `fleet` subcommand; returns the exit status."""
+    from pipelines.cli.parser import build_parser
+
+    args = build_parser().parse_args(argv)
+    try:
+        prepare(args)
+        return int(args.func(args) or 0)
+    except UsageError as exc:
+        print(f"fleet {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        where = exc.filename or getattr(args, "home", None) or "the data home"
+        print(f"fleet {args.command}: {exc.strerror or exc} ({where})", file=sys.stderr)
+        return 1

@@ -1,0 +1,87 @@
+"""`fleet query`, `fleet report`, `fleet ui`: the analyst's ways into what the pipeline published."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from pipelines.lib.paths import PROJECT_ROOT, DataHome
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    """List the canned analyst queries, or run one read-only against the catalog."""
+    from pipelines.lib import queries
+
+    if not args.name:
+        for q in queries.canned().values():
+            params = ", ".join(f"{k}={v}" for k, v in q.defaults.items())
+            print(f"{q.name:<34} {q.description}" + (f"  [{params}]" if params else ""))
+        return 0
+    home = DataHome.resolve(args.home)
+    try:
+        params = dict(p.split("=", 1) for p in args.param or [])
+        frame = queries.run(home.catalog_path, args.name, params)
+    except (KeyError, ValueError) as exc:
+        print(f"fleet query: {exc.args[0] if exc.args else exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(frame.write_json())
+    else:
+        import polars as pl
+
+        with pl.Config(tbl_rows=50, tbl_cols=-1, tbl_width_chars=200, fmt_str_lengths=80):
+            print(frame)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Write the HTML report and every chart as PNG and SVG from the lake's aggregated tables."""
+    from dashboards.report import write_report
+
+    home = DataHome.resolve(args.home)
+    out = Path(args.out).resolve() if args.out else home.reports
+    start = time.perf_counter()
+    try:
+        art = write_report(home, out, args.date_from, args.date_to)
+    except OSError as exc:
+        print(f"fleet report: cannot write {out}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    print(
+        f"report: {art.html}\ncharts: {len(art.pngs)} PNG and {len(art.svgs)} SVG in {art.html.parent / 'charts'} "
+        f"({time.perf_counter() - start:.1f} s)"
+    )
+    return 0
+
+
+def cmd_ui(args: argparse.Namespace) -> int:
+    """`dagster dev` on the demo's instance, stoppable with Ctrl-C or SIGTERM."""
+    from pipelines.orchestrate import ensure_instance
+
+    home = DataHome.resolve(args.home)
+    dagster_home = ensure_instance(home).root_directory
+    cmd = [str(Path(sys.executable).with_name("dagster")), "dev", "-h", args.host, "-p", str(args.port)]
+    print(
+        f"Dagster UI on http://{args.host}:{args.port} (DAGSTER_HOME={dagster_home})",
+        flush=True,
+    )
+    # A shell without job control starts us with SIGINT ignored; dagster dev would then ignore SIGTERM too.
+    proc = subprocess.Popen(
+        cmd,
+        cwd=PROJECT_ROOT,
+        # The code location finds the data home and the instance through these; ours stays untouched.
+        env={**os.environ, "FLEET_HOME": str(home.root), "DAGSTER_HOME": dagster_home},
+        preexec_fn=lambda: (
+            signal.signal(signal.SIGINT, signal.SIG_DFL),
+            signal.signal(signal.SIGTERM, signal.SIG_DFL),
+        ),
+    )
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        proc.send_signal(signal.SIGINT)
+        return proc.wait()

@@ -1,0 +1,192 @@
+"""The `fleet` command line: subcommands, their options, and the checks every value passes on the way in."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import re
+import sys
+from typing import NoReturn
+
+from pipelines.cli import analyst, data, model, recommend
+from pipelines.lib.preflight import is_finite_or_text
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with a one-line error (what is wrong, where to read more) and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        # "argument --start: '2026-13-01' is not a date" reads as "--start '2026-13-01' is not a date"
+        message = re.sub(r"^argument (\S+): (?=')", r"\1 ", message).removeprefix("argument ")
+        print(f"{self.prog}: {message}; see `{self.prog} --help`", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def day(text: str) -> str:
+    """A calendar day YYYY-MM-DD."""
+    try:
+        dt.date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a date YYYY-MM-DD (e.g. 2026-11-20)") from None
+    return text
+
+
+def at_least_one(text: str) -> int:
+    """A whole number >= 1."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
+    return n
+
+
+def names(text: str) -> str:
+    """A comma-separated list with at least one name."""
+    if not [p for p in text.split(",") if p.strip()]:
+        raise argparse.ArgumentTypeError(f"{text!r} names nothing; give one or more, comma-separated")
+    return text
+
+
+def setting(text: str) -> str:
+    """FIELD=VALUE; the model checks the field and the type, here only that a number is finite."""
+    key, _, value = text.partition("=")
+    if not is_finite_or_text(value.strip()):
+        raise argparse.ArgumentTypeError(f"{text!r}: {key.strip()} must be a finite number")
+    return text
+
+
+def sweep(text: str) -> str:
+    """FIELD=V1,V2,... with at least one value, each finite."""
+    key, eq, values = text.partition("=")
+    items = [v for v in values.split(",") if v.strip()]
+    if not eq or not items:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected FIELD=V1,V2,... with at least one value")
+    for v in items:
+        setting(f"{key}={v}")
+    return text
+
+
+def param(text: str) -> str:
+    """NAME=VALUE for a canned query."""
+    if "=" not in text or not text.partition("=")[0].strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE (e.g. --param source=pai)")
+    return text
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = Parser(prog="fleet", description="Fleet telemetry analytics for recommendation-model training.")
+    sub = p.add_subparsers(dest="command", required=True)
+    home_help = "data home (default $FLEET_HOME or ./data)"
+
+    d = sub.add_parser("demo", help="synthesise a fleet into the data home and materialise every asset")
+    d.add_argument("--home", help=home_help)
+    d.add_argument("--days", type=at_least_one, default=data.DEMO_DAYS)
+    d.add_argument("--runs-per-day", type=at_least_one, default=data.DEMO_RUNS_PER_DAY)
+    d.add_argument("--seed", type=int, default=data.DEMO_SEED)
+    d.set_defaults(func=data.cmd_demo)
+
+    s = sub.add_parser("synth", help="write synthetic landing files (same seed and days, same bytes)")
+    s.add_argument("--days", type=at_least_one, default=data.DEMO_DAYS)
+    s.add_argument(
+        "--start", type=day, help="first day YYYY-MM-DD (default: the --days days that ended yesterday, UTC)"
+    )
+    s.add_argument("--runs-per-day", type=at_least_one, default=data.DEMO_RUNS_PER_DAY)
+    s.add_argument("--seed", type=int, default=data.DEMO_SEED)
+    s.add_argument("--out", help="landing root (default <data home>/landing)")
+    s.add_argument("--source", default="synthetic", help="landing source folder name")
+    s.add_argument("--format", choices=("jsonl", "csv", "parquet"), default="jsonl")
+    s.add_argument("--gzip", action="store_true", help="gzip jsonl/csv files")
+    s.add_argument("--json", action="store_true", help="print counts and file paths as JSON")
+    s.add_argument("--home", help=home_help + "; its catalog/ extends the built-in hardware and models")
+    s.set_defaults(func=data.cmd_synth)
+
+    r = sub.add_parser(
+        "run", help="materialise every asset for landing days; with --from/--to, a backfill of that range"
+    )
+    r.add_argument("--home", help=home_help)
+    r.add_argument(
+        "--from", dest="date_from", type=day, help="first day YYYY-MM-DD (default: every day in landing/)"
+    )
+    r.add_argument("--to", dest="date_to", type=day, help="last day YYYY-MM-DD (default: --from)")
+    r.set_defaults(func=data.cmd_run)
+
+    i = sub.add_parser(
+        "ingest", help="ingest landing files (or deliver a folder, or adapt a public trace) with a summary"
+    )
+    i.add_argument(
+        "path",
+        nargs="?",
+        help="a folder in the landing layout <source>/<day>/<file>, or a public trace folder",
+    )
+    i.add_argument("--source", choices=("pai", "mlperf"), help="adapt that public trace found at PATH")
+    i.add_argument("--home", help=home_help)
+    i.add_argument("--from", dest="date_from", type=day, help="first landing day to (re)ingest YYYY-MM-DD")
+    i.add_argument("--to", dest="date_to", type=day, help="last landing day YYYY-MM-DD")
+    i.set_defaults(func=data.cmd_ingest)
+
+    c = sub.add_parser(
+        "calibrate", help="print every calibration target with the model's value and PASS/FAIL"
+    )
+    c.add_argument("--json", action="store_true")
+    c.add_argument(
+        "--fit", action="store_true", help="re-fit the coefficients of the exact targets first and show them"
+    )
+    c.set_defaults(func=model.cmd_calibrate)
+
+    w = sub.add_parser("whatif", help="ask the workload model about a configuration or a sweep")
+    w.add_argument("--model", required=True, help="a model of the catalog, e.g. M1prod")
+    w.add_argument(
+        "--platform", required=True, type=names, help="platform key(s), comma-separated: cpu,big_basin,zion"
+    )
+    w.add_argument(
+        "--placement", help="gpu_hbm | system_memory | remote_ps | hybrid (default: every placement)"
+    )
+    w.add_argument(
+        "--set",
+        action="append",
+        type=setting,
+        metavar="FIELD=VALUE",
+        help="override a workload or system field",
+    )
+    w.add_argument("--sweep", type=sweep, metavar="FIELD=V1,V2,...", help="sweep one field")
+    w.add_argument("--home", help=home_help)
+    w.add_argument("--json", action="store_true")
+    w.set_defaults(func=model.cmd_whatif)
+
+    rc = sub.add_parser("recommend", help="rank every platform x placement for a workload")
+    rc.add_argument("--model", help="a model of the catalog, e.g. M3prod")
+    rc.add_argument("--config", help="a workload as YAML or JSON (runs contract workload fields)")
+    rc.add_argument("--run", help="the workload of an observed run (run_id in the lake)")
+    rc.add_argument(
+        "--set", action="append", type=setting, metavar="FIELD=VALUE", help="override a workload field"
+    )
+    rc.add_argument("--objective", choices=("throughput", "perf_per_watt"), default="throughput")
+    rc.add_argument(
+        "--platforms", type=names, help="restrict to these platforms, comma-separated (e.g. cpu,big_basin)"
+    )
+    rc.add_argument("--home", help=home_help)
+    rc.add_argument("--json", action="store_true")
+    rc.set_defaults(func=recommend.cmd_recommend)
+
+    q = sub.add_parser("query", help="list the canned analyst queries, or run one")
+    q.add_argument("name", nargs="?")
+    q.add_argument("--param", action="append", type=param, metavar="NAME=VALUE")
+    q.add_argument("--home", help=home_help)
+    q.add_argument("--json", action="store_true")
+    q.set_defaults(func=analyst.cmd_query)
+
+    rp = sub.add_parser("report", help="write the HTML report and every chart as PNG and SVG")
+    rp.add_argument("--out", help="folder (default <data home>/reports)")
+    rp.add_argument("--from", dest="date_from", type=day, help="first day YYYY-MM-DD")
+    rp.add_argument("--to", dest="date_to", type=day, help="last day YYYY-MM-DD")
+    rp.add_argument("--home", help=home_help)
+    rp.set_defaults(func=analyst.cmd_report)
+
+    u = sub.add_parser("ui", help="start the Dagster UI on the data home's instance")
+    u.add_argument("--home", help=home_help)
+    u.add_argument("--host", default="127.0.0.1")
+    u.add_argument("--port", type=int, default=3000)
+    u.set_defaults(func=analyst.cmd_ui)
+    return p

@@ -1,0 +1,95 @@
+"""`fleet ingest` without the printing: deliver a folder into landing, ingest days, count what happened."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipelines.lib.paths import DataHome
+from pipelines.lib.preflight import UsageError
+
+
+@dataclass
+class IngestSummary:
+    """Totals over the ingested days, for one screen of output."""
+
+    days: list[str]
+    files: int = 0
+    rows_in: int = 0
+    rows_accepted: int = 0
+    rows_quarantined: int = 0
+    files_by_status: dict[str, int] = field(default_factory=dict)
+    entries_by_reason: dict[str, int] = field(default_factory=dict)  # most entries first
+    blocked: list[str] = field(default_factory=list)  # days not promoted: a blocking check failed
+    misplaced: list[str] = field(default_factory=list)  # landing files outside <source>/<YYYY-MM-DD>/
+
+
+def deliver_tree(src: Path, home: DataHome) -> list[str]:
+    """Copy a folder in the landing layout (<source>/<YYYY-MM-DD>/<file>) into the data home's landing;
+    returns the days delivered.
+
+    Entries are delivered as the landing folder would hold them, never read through: a link is delivered
+    as a link to the same target (ingest then quarantines it as ``file_outside_landing``), a FIFO or other
+    non-regular file as a FIFO (``file_not_regular``); misplaced files keep their place and are reported."""
+    from pipelines.lib import fileio
+    from pipelines.lib.landing import walk
+
+    entries = list(walk(src))
+    if not [e for e in entries if e.day is not None]:
+        raise UsageError(f"{src} holds no files in the landing layout <source>/<YYYY-MM-DD>/<file>")
+    for e in entries:
+        dst = home.landing / e.path.relative_to(src)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        reason = e.problem[0] if e.problem else None
+        if e.path.is_symlink() or reason == "file_outside_landing":
+            dst.unlink(missing_ok=True)
+            dst.symlink_to(os.path.realpath(e.path))
+        elif reason == "file_not_regular":
+            dst.unlink(missing_ok=True)
+            if stat.S_ISFIFO(e.path.lstat().st_mode):
+                os.mkfifo(dst)
+        else:
+            with fileio.atomic_target(dst) as tmp:
+                shutil.copyfile(e.path, tmp)
+    return sorted({e.day for e in entries if e.day is not None})
+
+
+def misplaced_files(home: DataHome) -> list[str]:
+    """Landing entries outside <source>/<YYYY-MM-DD>/: no day can ingest them, so they are reported."""
+    from pipelines.lib.landing import misplaced
+
+    return [e.relpath for e in misplaced(home)]
+
+
+def ingest_days(home: DataHome, days: Iterable[str]) -> IngestSummary:
+    """Ingest each landing day against the home's hardware catalog, then republish the analyst catalog."""
+    import polars as pl
+
+    from pipelines.lib.ingest import ingest_partition
+    from pipelines.lib.warehouse import publish_catalog
+    from synthetic_fleet.catalog import load_hardware
+
+    summary = IngestSummary(days=list(days))
+    platforms = load_hardware(home.user_catalog_dir / "hardware.yaml").platforms.keys()
+    ledgers, quarantines = [], []
+    for day in summary.days:
+        outcome = ingest_partition(home, day, platforms)
+        ledgers.append(outcome.result.ingest_ledger)
+        quarantines.append(outcome.result.quarantine)
+        if not outcome.promoted:
+            summary.blocked.append(day)
+    publish_catalog(home)
+    ledger, quarantine = pl.concat(ledgers), pl.concat(quarantines)
+    summary.files = ledger.height
+    summary.rows_in = int(ledger["rows_in"].sum())
+    summary.rows_accepted = int(ledger["rows_accepted"].sum())
+    summary.rows_quarantined = int(ledger["rows_quarantined"].sum())
+    summary.files_by_status = dict(ledger.group_by("file_status").len().sort("file_status").iter_rows())
+    by_reason = quarantine.group_by("reason_code").agg(pl.len().alias("entries"))
+    summary.entries_by_reason = dict(by_reason.sort("entries", descending=True).iter_rows())
+    summary.misplaced = misplaced_files(home)
+    return summary

@@ -1,0 +1,139 @@
+"""Checks of what a user hands the product (a data home, its catalogs, query parameters, a workload file),
+done before any work starts so that a mistake is reported in one line instead of a traceback from deep inside.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+from pathlib import Path
+
+import duckdb
+
+from pipelines.lib import safe_yaml
+from pipelines.lib.paths import DataHome
+
+# DuckDB's read_parquet and Polars' scans expand these in a path, so a home holding them reads no files.
+GLOB_CHARS = "*?[]{}"
+
+
+class UsageError(ValueError):
+    """A user's mistake, not a failure of the machine; the message says what is wrong and how to fix it."""
+
+
+def check_home(home: DataHome) -> None:
+    """The data home must be a folder (or not exist yet) whose path holds no file-pattern characters."""
+    bad = "".join(c for c in GLOB_CHARS if c in str(home.root))
+    if bad:
+        raise UsageError(
+            f"data home {home.root} contains {bad!r}, which the lake's readers take as a file pattern; "
+            "choose a folder without * ? [ ] { } (--home or FLEET_HOME)"
+        )
+    if home.root.exists() and not home.root.is_dir():
+        raise UsageError(
+            f"data home {home.root} is a file, not a folder; give a folder (--home or FLEET_HOME)"
+        )
+
+
+def check_user_catalogs(home: DataHome) -> None:
+    """The user's hardware.yaml and models.yaml in the data home, if present, load and validate."""
+    from synthetic_fleet.catalog import CatalogError, load_hardware, load_models
+
+    for name, section in (("hardware.yaml", "platforms"), ("models.yaml", "models")):
+        path = home.user_catalog_dir / name
+        if not path.exists():
+            continue
+        fix = f"fix {path} or move it away"
+        try:
+            data = safe_yaml.load_file(path)
+        except safe_yaml.YamlLimitError as exc:
+            raise UsageError(f"user catalog {exc}; {fix}") from None
+        entries = (data or {}).get(section) if isinstance(data, dict) else None
+        if data and (not isinstance(data, dict) or not isinstance(entries or {}, dict)):
+            raise UsageError(f"user catalog {path}: expected '{section}:' mapping names to fields; {fix}")
+        for key, spec in (entries or {}).items():
+            if not isinstance(spec, dict):
+                raise UsageError(
+                    f"user catalog {path}: {section[:-1]} {key!r} is not a mapping of fields; {fix}"
+                )
+    try:
+        load_hardware(home.user_catalog_dir / "hardware.yaml")
+        load_models(home.user_catalog_dir / "models.yaml")
+    except CatalogError as exc:
+        raise UsageError(f"user catalog {_one_line(str(exc))}; fix or move that file") from None
+
+
+def check_catalog_readable(catalog: Path) -> None:
+    """The analyst catalog exists and a read-only session can open it now."""
+    if not catalog.exists():
+        raise UsageError(
+            f"no analyst catalog at {catalog}; build it with `fleet run` (or `fleet demo`) first"
+        )
+    try:
+        duckdb.connect(str(catalog), read_only=True).close()
+    except duckdb.IOException as exc:
+        text = str(exc)
+        if "lock" not in text.lower():
+            raise UsageError(
+                f"cannot open the analyst catalog {catalog}: {_one_line(text)}; rebuild it with `fleet run`"
+            ) from None
+        pid = re.search(r"PID (\d+)", text)
+        holder = f"process {pid.group(1)}" if pid else "another process"
+        raise UsageError(
+            f"the analyst catalog {catalog} is open for writing in {holder}; close that session "
+            "(analysts open it with `duckdb -readonly`) and retry"
+        ) from None
+
+
+def check_query_params(defaults: dict[str, object], params: dict[str, str]) -> None:
+    """Values of known parameters have the type of their default: integer parameters are counts (n_bins)
+    and at least 1, date parameters are YYYY-MM-DD. Unknown names are left to the query runner to refuse."""
+    for key, value in params.items():
+        default = defaults.get(key)
+        if isinstance(default, int) and not isinstance(default, bool):
+            if not re.fullmatch(r"\s*\d+\s*", value) or int(value) < 1:
+                raise UsageError(f"--param {key}={value!r}: expected a whole number >= 1 (default {default})")
+        elif isinstance(default, str) and _is_day(default) and not _is_day(value):
+            raise UsageError(f"--param {key}={value!r}: expected a date YYYY-MM-DD (default {default})")
+
+
+def check_workload_config(path: Path) -> None:
+    """A workload file is small, plain YAML or JSON, a mapping, with finite numbers only."""
+    if not path.is_file():
+        raise UsageError(f"--config {path} does not exist; give a workload YAML or JSON file")
+    try:
+        data = safe_yaml.load_file(path)
+    except safe_yaml.YamlLimitError as exc:
+        raise UsageError(f"--config {exc}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"--config {path}: expected a mapping of workload fields (field: value per line)")
+    for key, value in data.items():
+        if not is_finite_or_text(value):
+            raise UsageError(f"--config {path}: {key}: {value!r} is not a finite number")
+
+
+def is_finite_or_text(value: object) -> bool:
+    """False for numbers, or text reading as a number, that are infinite or not a number."""
+    if isinstance(value, bool):
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, str):
+        try:
+            return math.isfinite(float(value))
+        except ValueError:
+            return True
+    return True
+
+
+def _is_day(text: str) -> bool:
+    try:
+        dt.date.fromisoformat(text.strip())
+    except ValueError:
+        return False
+    return bool(re.fullmatch(r"\d{4}-\d{2}-\d{2}", text.strip()))
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())

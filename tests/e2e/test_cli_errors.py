@@ -1,0 +1,238 @@
+"""Every user error of `fleet` exits 2 with one line saying what is wrong and how to fix it
+(issue 11, items 12 and 13); a failure of the machine exits 1 with its cause. In-process `main([...])`
+where that is the same code path; the real `fleet` executable where the process boundary matters (slow)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pipelines.cli import main
+from pipelines.lib.paths import DataHome
+from synthetic_fleet.writers import write_day
+from tests.e2e.conftest import BIN, run
+
+# 341 bytes (the issue's was 538): nine levels of nine aliases each, 9**9 (387 million) strings expanded.
+ALIAS_BOMB = "\n".join(
+    ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    + [f"{n}: &{n} [{','.join([f'*{p}'] * 9)}]" for p, n in zip("abcdefgh", "bcdefghi", strict=True)]
+)
+
+WORKLOAD = """\
+n_dense_features: 13
+n_sparse_features: 26
+embedding_dim: 64
+embedding_gb: {embedding_gb}
+mean_lookups_per_table: 10
+bottom_mlp: 512-256-64
+top_mlp: 512-256-1
+interaction: dot
+"""
+
+
+def user_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    """Run `fleet argv` in-process; it must exit 2 with exactly one line on stderr, returned."""
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse exits itself
+        code = exc.code
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.endswith("\n") and err.count("\n") == 1 and "Traceback" not in err, err
+    return err.strip()
+
+
+def whatif(home: DataHome, *extra: str) -> list[str]:
+    return ["whatif", "--model", "M1prod", "--platform", "cpu", "--home", str(home.root), *extra]
+
+
+# fleet query
+
+
+def test_query_without_a_catalog_says_to_build_it(capsys, home):
+    err = user_error(capsys, ["query", "files_not_reconciling", "--home", str(home.root)])
+    assert "no analyst catalog at" in err and "fleet run" in err
+
+
+@pytest.mark.slow
+def test_query_while_a_writer_holds_the_catalog_names_the_holder(capsys, home):
+    home.warehouse.mkdir()
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); print('held', flush=True); "
+            "time.sleep(60)",
+            str(home.catalog_path),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        err = user_error(capsys, ["query", "files_not_reconciling", "--home", str(home.root)])
+        assert f"open for writing in process {holder.pid}" in err and "duckdb -readonly" in err
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_query_n_bins_zero_is_refused(capsys, home):
+    err = user_error(
+        capsys, ["query", "utilisation_quantiles_for_days", "--param", "n_bins=0", "--home", str(home.root)]
+    )
+    assert "n_bins='0': expected a whole number >= 1" in err
+
+
+def test_query_param_without_equals_is_refused(capsys, home):
+    err = user_error(
+        capsys, ["query", "server_counts_ps_based", "--param", "source", "--home", str(home.root)]
+    )
+    assert "'source' is not NAME=VALUE" in err and "--param source=pai" in err
+
+
+# --config: a workload file
+
+
+def test_config_with_a_yaml_syntax_error_names_line_and_column(capsys, home, tmp_path):
+    cfg = tmp_path / "w.yaml"
+    cfg.write_text("n_dense_features: [13\n")
+    err = user_error(capsys, ["recommend", "--config", str(cfg), "--home", str(home.root)])
+    assert f"{cfg}:2:1:" in err
+
+
+def test_config_with_a_python_tag_is_refused_and_not_run(capsys, home, tmp_path):
+    marker = tmp_path / "ran"
+    cfg = tmp_path / "w.yaml"
+    cfg.write_text(f'n_dense_features: !!python/object/apply:os.system ["touch {marker}"]\n')
+    err = user_error(capsys, ["recommend", "--config", str(cfg), "--home", str(home.root)])
+    assert "python/object/apply:os.system' is not allowed" in err and not marker.exists()
+
+
+@pytest.mark.parametrize("value", [".inf", "inf", "-.inf", ".nan", "1e999"])
+def test_config_with_a_non_finite_number_is_refused(capsys, home, tmp_path, value):
+    cfg = tmp_path / "w.yaml"
+    cfg.write_text(WORKLOAD.format(embedding_gb=value))
+    err = user_error(capsys, ["recommend", "--config", str(cfg), "--home", str(home.root)])
+    assert "is not a finite number" in err
+
+
+def test_config_alias_bomb_is_refused_quickly(capsys, home, tmp_path):
+    cfg = tmp_path / "bomb.yaml"
+    cfg.write_text(ALIAS_BOMB)
+    assert len(ALIAS_BOMB) < 600
+    start = time.perf_counter()
+    err = user_error(capsys, ["recommend", "--config", str(cfg), "--home", str(home.root)])
+    assert time.perf_counter() - start < 2
+    assert "expands to more than 100,000 values" in err and len(err) < 300
+
+
+def test_config_still_accepts_a_plain_workload(capsys, home, tmp_path):
+    cfg = tmp_path / "w.yaml"
+    cfg.write_text(WORKLOAD.format(embedding_gb=12.5))
+    assert main(["recommend", "--config", str(cfg), "--json", "--home", str(home.root)]) == 0
+
+
+# dates
+
+
+def test_report_from_an_impossible_date(capsys, home):
+    err = user_error(capsys, ["report", "--from", "2026-13-01", "--home", str(home.root)])
+    assert "--from '2026-13-01' is not a date YYYY-MM-DD" in err
+
+
+@pytest.mark.slow
+def test_ingest_from_an_impossible_date_exits_2_not_1(home):
+    p = run([str(BIN / "fleet"), "ingest", "--from", "2026-13-01", "--home", str(home.root)])
+    assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+    assert "--from '2026-13-01' is not a date YYYY-MM-DD" in p.stderr
+
+
+def test_ingest_to_before_from(capsys, home):
+    err = user_error(
+        capsys, ["ingest", "--from", "2026-11-20", "--to", "2026-11-19", "--home", str(home.root)]
+    )
+    assert "--to 2026-11-19 is before --from 2026-11-20" in err
+
+
+# the data home
+
+
+@pytest.mark.parametrize("name", ["h[1]", "h*", "h{a,b}", "h?"])
+def test_home_with_file_pattern_characters_is_refused(capsys, tmp_path, name):
+    err = user_error(capsys, ["run", "--home", str(tmp_path / name)])
+    assert "which the lake's readers take as a file pattern" in err and "FLEET_HOME" in err
+
+
+@pytest.mark.slow
+def test_fleet_home_with_glob_characters_from_the_environment(tmp_path):
+    p = run([str(BIN / "fleet"), "ingest"], env={"FLEET_HOME": str(tmp_path / "h[1]")})
+    assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+    assert "h[1] contains '[]'" in p.stderr
+
+
+@pytest.mark.parametrize("quote", ["'", '"'])
+def test_home_with_a_quote_works(capsys, tmp_path, small_day, quote):
+    home = DataHome.resolve(tmp_path / f"o{quote}brien")
+    write_day(small_day, home.landing, source="synthetic", fmt="jsonl")
+    assert main(["ingest", "--home", str(home.root)]) == 0
+    assert main(["query", "files_not_reconciling", "--json", "--home", str(home.root)]) == 0
+    assert capsys.readouterr().out.strip().endswith("[]")
+
+
+# fleet whatif
+
+
+def test_whatif_infinite_setting(capsys, home):
+    err = user_error(capsys, whatif(home, "--set", "embedding_gb=inf"))
+    assert "embedding_gb must be a finite number" in err
+
+
+def test_whatif_empty_platform(capsys, home):
+    err = user_error(capsys, ["whatif", "--model", "M1prod", "--platform", "", "--home", str(home.root)])
+    assert "--platform '' names nothing" in err
+
+
+@pytest.mark.parametrize("spec", ["n_sparse_features=", "n_sparse_features=,", "n_sparse_features"])
+def test_whatif_empty_sweep(capsys, home, spec):
+    err = user_error(capsys, whatif(home, "--sweep", spec))
+    assert "expected FIELD=V1,V2,... with at least one value" in err
+
+
+# the data home's own catalog
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("platforms: [oops\n", "hardware.yaml:2:1"),
+        ("platforms:\n  foo: 3\n", "platform 'foo' is not a mapping of fields"),
+        ("- a list\n", "expected 'platforms:' mapping names to fields"),
+        ("platforms:\n  foo: {gpus: -1}\n", "field gpus must be a non-negative number"),
+        ("platforms:\n  foo: !!python/name:os.system {}\n", "is not allowed"),
+    ],
+)
+def test_malformed_user_catalog(capsys, home, text, says):
+    home.user_catalog_dir.mkdir()
+    (home.user_catalog_dir / "hardware.yaml").write_text(text)
+    err = user_error(capsys, whatif(home))
+    assert "user catalog" in err and says in err and ("move it away" in err or "move that file" in err)
+
+
+# a failure of the machine is not the user's
+
+
+def test_unwritable_lake_exits_1_with_the_cause(capsys, landed):
+    landed.lake.write_text("a file where the lake folder should be")
+    assert main(["ingest", "--home", str(landed.root)]) == 1
+    err = capsys.readouterr().err
+    assert "Not a directory" in err and str(landed.lake) in err and "Traceback" not in err
+
+
+def test_no_error_message_points_outside_the_repository():
+    for path in Path(main.__code__.co_filename).parent.glob("*.py"):
+        assert "../shared" not in path.read_text(encoding="utf-8"), path
