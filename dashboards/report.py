@@ -247,6 +247,18 @@ SECTIONS = (
 )
 
 
+# json.dumps already escapes non-ASCII (U+2028/2029 included); these three are what HTML parsing sees.
+_SCRIPT_UNSAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
+
+
+def script_json(value: object) -> str:
+    """JSON safe to embed in an inline <script>: data (a model name, say) can never close the element.
+
+    ``<``, ``>`` and ``&`` become JSON unicode escapes, which parse back to the same string.
+    """
+    return json.dumps(value).translate(_SCRIPT_UNSAFE)
+
+
 def render_html(inputs: ReportInputs, specs: dict[str, dict], files: dict[str, tuple[str, str]]) -> str:
     """One HTML document: the Vega bundle inlined once, a vegaEmbed per chart, links to its PNG and SVG."""
     import vl_convert
@@ -266,7 +278,7 @@ def render_html(inputs: ReportInputs, specs: dict[str, dict], files: dict[str, t
         if key == "calibration":
             blocks.append(_table(inputs.calibration, ["id", "status", "expected", "value_text"]))
         calls.append(
-            f"vegaEmbed('#chart-{key}', {json.dumps(specs[key])}, {{renderer: 'svg', actions: false}})"
+            f"vegaEmbed('#chart-{key}', {script_json(specs[key])}, {{renderer: 'svg', actions: false}})"
             ".catch(function (e) { document.getElementById('chart-"
             + key
             + "').textContent = 'chart failed: ' + e; "

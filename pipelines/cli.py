@@ -541,13 +541,9 @@ def cmd_query(args: argparse.Namespace) -> int:
     except (KeyError, ValueError) as exc:
         print(f"fleet query: {exc.args[0] if exc.args else exc}", file=sys.stderr)
         return 2
-    if args.json:
-        print(frame.write_json())
-    else:
-        import polars as pl
+    from pipelines.lib.render import json_records, plain_table
 
-        with pl.Config(tbl_rows=50, tbl_cols=-1, tbl_width_chars=200, fmt_str_lengths=80):
-            print(frame)
+    print(json_records(frame) if args.json else plain_table(frame))
     return 0
 
 
