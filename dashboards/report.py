@@ -57,7 +57,7 @@ def _between(frame: pl.DataFrame, first: str | None, last: str | None) -> pl.Dat
 
 
 def model_views() -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """What-if sweeps (test suite), placement comparison and the calibration table, from the workload model."""
+    """What-if sweeps (test suite), placement comparison and calibration table, from the workload model."""
     from synthetic_fleet.calibration import evaluate, load_targets, predict, suite_row, system
     from synthetic_fleet.catalog import load_hardware, load_models
     from synthetic_fleet.model import DEFAULT
@@ -304,8 +304,8 @@ NO_DATA = {
 }
 NOTES = {
     "hardware_fit": charts.FIT_NOTE,
-    "server_counts": "Starts on CPU clusters, where trainer and parameter-server counts vary; the PNG and SVG "
-    "show every platform.",
+    "server_counts": "Starts on CPU clusters, where trainer and parameter-server counts vary; "
+    "the PNG and SVG show every platform.",
     "trainer_vs_ps": "The PNG and SVG show every model.",
 }
 

@@ -126,7 +126,17 @@ def cmd_run(args: argparse.Namespace, days: list[str] | None = None) -> int:
     if days is None:
         days = landing_days(home)
         if args.date_from:
+            landed = set(days)
             days = _span(args.date_from, args.date_to or args.date_from)
+            empty = [d for d in days if d not in landed]
+            if len(empty) == len(days):
+                print(
+                    f"fleet: no landing files for {days[0]}..{days[-1]} under {home.landing}; nothing to do",
+                    file=sys.stderr,
+                )
+                return 2
+            if empty:
+                print(f"note: no landing files for {len(empty)} day(s) ({', '.join(empty)}); they stay empty")
     if not days:
         print(
             f"fleet: no landing days under {home.landing}; run `fleet synth` or deliver files first",
@@ -551,8 +561,16 @@ def cmd_report(args: argparse.Namespace) -> int:
     """Write the HTML report and every chart as PNG and SVG from the lake's aggregated tables."""
     from dashboards.report import write_report
 
+    from pipelines.lib import lake
+
     home = DataHome.resolve(args.home)
     out = Path(args.out).resolve() if args.out else home.reports
+    if not lake.table_files(home, "runs"):
+        print(
+            f"fleet report: no runs in {home.lake}; run `fleet demo`, or `fleet run` after delivering data",
+            file=sys.stderr,
+        )
+        return 2
     start = time.perf_counter()
     try:
         art = write_report(home, out, args.date_from, args.date_to)

@@ -1,4 +1,5 @@
-"""The PAI adapter on the slice shipped in tests/fixtures (runs everywhere, unlike the full-data test)."""
+"""The public-trace adapters on the slices shipped in tests/fixtures (they run everywhere, unlike the
+full-data tests in test_public_traces.py)."""
 
 from pathlib import Path
 
@@ -8,7 +9,9 @@ from pipelines.lib import adapters, lake
 from pipelines.lib.ingest import ingest_partition
 from synthetic_fleet.catalog import load_hardware
 
-PAI_SLICE = Path(__file__).resolve().parents[1] / "fixtures" / "alibaba_pai_gpu_v2020"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+PAI_SLICE = FIXTURES / "alibaba_pai_gpu_v2020"
+MLPERF_SLICE = FIXTURES / "mlperf_training_dlrm"
 
 
 def test_pai_slice_maps_jobs_roles_and_machines():
@@ -33,3 +36,22 @@ def test_pai_slice_is_delivered_and_ingested_with_its_platforms_registered(home)
     assert int(ledger["rows_in"].sum()) == 85  # every job accounted for: accepted or quarantined
     assert runs.height == int(ledger["rows_accepted"].sum()) > 0
     assert set(runs["platform"].unique()) <= {p for p in platforms if p.startswith("pai_")}
+
+
+def test_mlperf_slice_deduplicates_reposts_and_normalises_hardware(home):
+    adapted = adapters.adapt_mlperf(MLPERF_SLICE)
+    assert adapted.n_runs == 165
+    days = adapters.deliver(adapted, home)
+    hw = load_hardware(home.user_catalog_dir / "hardware.yaml")
+    for day in days:
+        ingest_partition(home, day, hw.platforms)
+    runs = lake.read_table(home, "runs")
+    reasons = lake.read_table(home, "quarantine")["reason_code"].value_counts()
+    assert runs.height == 142 and runs["run_id"].n_unique() == 142  # 23 re-posts quarantined, not dropped
+    assert dict(reasons.iter_rows()) == {"duplicate_key": 23}
+    mlperf = {p.name: p for p in hw.platforms.values() if p.source == "mlperf_training_dlrm"}
+    dell = mlperf["mlperf_dell_dss8440x8a100_pcie_40gb"]
+    assert (dell.gpus, dell.dram_gb) == (8, 768.0)  # "768GB"-style strings
+    cpu_only = [p for name, p in mlperf.items() if name.startswith("mlperf_intel_")]
+    assert cpu_only and all(p.gpus == 0 for p in cpu_only)
+    assert not any(p.modelled for p in mlperf.values())
