@@ -596,19 +596,23 @@ def cmd_demo(args: argparse.Namespace) -> int:
     synthesize(home.landing, days, args.runs_per_day, args.seed, "jsonl")
     code = cmd_run(args, days)
     print(
-        f"demo finished in {time.perf_counter() - start:.1f} s. Open the UI with `make ui` (or `fleet ui`); "
-        f"query with `duckdb -readonly {home.catalog_path}`."
+        f"demo finished in {time.perf_counter() - start:.1f} s; data home {home.root}\n"
+        f"next: `fleet ui --home {home.root}` (Dagster UI), `fleet query --home {home.root}` (canned queries), "
+        f"`duckdb -readonly {home.catalog_path}` (SQL)"
     )
     return code
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
     """`dagster dev` on the demo's instance, stoppable with Ctrl-C or SIGTERM."""
+    from pipelines.lib.runs import fail_dead_runs
     from pipelines.orchestrate import ensure_instance
 
     home = DataHome.resolve(args.home)
     os.environ["FLEET_HOME"] = str(home.root)
-    ensure_instance(home)
+    dead = fail_dead_runs(ensure_instance(home))  # before the daemon counts them against the run limit
+    if dead:
+        print(f"marked {len(dead)} run(s) of killed processes failed: {', '.join(dead)}")
     cmd = [str(Path(sys.executable).with_name("dagster")), "dev", "-h", args.host, "-p", str(args.port)]
     print(
         f"Dagster UI on http://{args.host}:{args.port} (DAGSTER_HOME={os.environ['DAGSTER_HOME']})",
