@@ -6,22 +6,31 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
-ROLE_COLORS = alt.Scale(
-    domain=["trainer", "sparse_ps", "dense_ps", "reader"], range=["#1f77b4", "#d62728", "#ff7f0e", "#7f7f7f"]
-)
-PLATFORM_COLORS = alt.Scale(domain=["cpu", "big_basin", "zion"], range=["#ff7f0e", "#1f77b4", "#2ca02c"])
+# Fixed colours for the paper's roles and platforms, so they match across charts; any other value seen in the
+# data (a platform of a public trace, say) gets the next colour of EXTRA_COLORS.
+ROLE_COLORS = {"trainer": "#1f77b4", "sparse_ps": "#d62728", "dense_ps": "#ff7f0e", "reader": "#7f7f7f"}
+PLATFORM_COLORS = {"cpu": "#ff7f0e", "big_basin": "#1f77b4", "zion": "#2ca02c"}
+EXTRA_COLORS = ["#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#393b79", "#637939", "#843c39"]
 COARSE_BINS = 100
 
 
-def _selector(field: str, options: list[str], name: str) -> alt.Parameter:
+def color_scale(values, known: dict[str, str]) -> alt.Scale:
+    """An ordinal colour scale whose domain is exactly the values present (known ones first, in order)."""
+    present = {v for v in values if v is not None}
+    domain = [k for k in known if k in present] + sorted(present - set(known))
+    extra = iter(EXTRA_COLORS * (1 + len(domain) // len(EXTRA_COLORS)))
+    return alt.Scale(domain=domain, range=[known.get(v) or next(extra) for v in domain])
+
+
+def _selector(field: str, options: list[str], name: str, default: str | None = None) -> alt.Parameter:
     return alt.param(
         name=name,
-        value=options[0] if options else None,
+        value=default if default in options else (options[0] if options else None),
         bind=alt.binding_select(options=options, name=f"{field.replace('_', ' ')}: "),
     )
 
 
-def trainer_vs_ps(dist: pl.DataFrame, n_bins: int) -> alt.Chart:
+def trainer_vs_ps(dist: pl.DataFrame, n_bins: int, static: bool = False) -> alt.Chart:
     """Fig. 5 view: ECDF of per-sample utilisation, trainers vs parameter servers, per resource, one model
     on CPU clusters at a time (selector), medians and p95 marked."""
     d = (
@@ -56,6 +65,7 @@ def trainer_vs_ps(dist: pl.DataFrame, n_bins: int) -> alt.Chart:
     )
     models = sorted(d["model_name"].unique().to_list())
     pick = _selector("model_name", models, "tvp_model")
+    roles = color_scale(d["role"].unique().to_list(), ROLE_COLORS)
     both = pl.concat(
         [
             d.select(
@@ -78,14 +88,14 @@ def trainer_vs_ps(dist: pl.DataFrame, n_bins: int) -> alt.Chart:
             ),
         ]
     )
-    base = alt.Chart().transform_filter(alt.datum.model_name == pick)
+    base = alt.Chart() if static else alt.Chart().transform_filter(alt.datum.model_name == pick)
     lines = (
         base.transform_filter(alt.datum.kind == "ecdf")
         .mark_line(interpolate="step-after")
         .encode(
             x=alt.X("utilisation:Q", scale=alt.Scale(domain=[0, 1]), title="utilisation"),
             y=alt.Y("ecdf:Q", title="share of samples <= x"),
-            color=alt.Color("role:N", scale=ROLE_COLORS),
+            color=alt.Color("role:N", scale=roles),
             tooltip=[
                 "role:N",
                 alt.Tooltip("utilisation:Q", format=".2f"),
@@ -98,132 +108,229 @@ def trainer_vs_ps(dist: pl.DataFrame, n_bins: int) -> alt.Chart:
         .mark_rule()
         .encode(
             x="utilisation:Q",
-            color=alt.Color("role:N", scale=ROLE_COLORS),
+            color=alt.Color("role:N", scale=roles),
             strokeDash=alt.StrokeDash(
                 "mark:N", scale=alt.Scale(domain=["median", "p95"], range=[[4, 2], [1, 3]])
             ),
             tooltip=["role:N", "mark:N", alt.Tooltip("utilisation:Q", format=".2f")],
         )
     )
-    return (
-        alt.layer(lines, rules, data=both)
-        .properties(width=230, height=160)
-        .facet(facet=alt.Facet("resource:N", title=None), columns=4)
-        .add_params(pick)
-        .properties(
-            title="Trainers vs sparse parameter servers on CPU clusters (ECDF; dashed: median, dotted: p95)"
+    title = "Trainers vs sparse parameter servers on CPU clusters (ECDF; dashed: median, dotted: p95)"
+    layered = alt.layer(lines, rules, data=both)
+    if static:  # exports: every model, not one selector state
+        return (
+            layered.properties(width=150, height=110)
+            .facet(row=alt.Row("model_name:N", title=None), column=alt.Column("resource:N", title=None))
+            .properties(title=title)
         )
-    )
-
-
-def server_counts(hist: pl.DataFrame) -> alt.Chart:
-    """Figs. 8-9 view: runs per server count of each role, one platform at a time (selector)."""
-    merged = (
-        hist.group_by("platform", "role", "n_servers").agg(pl.col("n_runs").sum()).sort("role", "n_servers")
-    )
-    platforms = sorted(merged["platform"].unique().to_list())
-    pick = _selector("platform", platforms, "count_platform")
     return (
+        layered.properties(width=260, height=150)
+        .facet(facet=alt.Facet("resource:N", title=None), columns=2)
+        .add_params(pick)
+        .properties(title=title)
+    )
+
+
+def server_counts(hist: pl.DataFrame, static: bool = False) -> alt.Chart:
+    """Figs. 8-9 view: runs per server count of each role, one platform at a time (selector, CPU clusters
+    first: there trainer and PS counts vary); roles a platform does not use (count 0 only) are left out."""
+    merged = (
+        hist.filter(pl.col("n_servers") > 0)
+        .group_by("platform", "role", "n_servers")
+        .agg(pl.col("n_runs").sum())
+        .sort("role", "n_servers")
+    )
+    platforms = color_scale(merged["platform"].unique().to_list(), PLATFORM_COLORS)
+    pick = _selector("platform", platforms.domain, "count_platform", default="cpu")
+    chart = (
         alt.Chart(merged, title="Servers per run (Figs. 8-9 of the paper)")
         .mark_bar()
         .encode(
             x=alt.X("n_servers:Q", bin=alt.Bin(maxbins=40), title="servers in the run"),
             y=alt.Y("sum(n_runs):Q", title="runs"),
-            color=alt.Color("platform:N", scale=PLATFORM_COLORS),
+            color=alt.Color("platform:N", scale=platforms),
             tooltip=[
                 "role:N",
                 "platform:N",
-                alt.Tooltip("n_servers:Q", bin=alt.Bin(maxbins=40)),
+                alt.Tooltip("n_servers:Q", bin=alt.Bin(maxbins=40), title="servers"),
                 alt.Tooltip("sum(n_runs):Q", title="runs"),
             ],
         )
-        .transform_filter(alt.datum.platform == pick)
-        .properties(width=230, height=140)
-        .facet(facet=alt.Facet("role:N", title=None), columns=4)
+    )
+    if static:  # exports: every platform as a row of small multiples
+        return (
+            chart.properties(width=170, height=90)
+            .facet(row=alt.Row("platform:N", title=None), column=alt.Column("role:N", title=None))
+            .resolve_scale(y="independent")
+        )
+    return (
+        chart.transform_filter(alt.datum.platform == pick)
+        .properties(width=260, height=130)
+        .facet(facet=alt.Facet("role:N", title=None), columns=2)
         .add_params(pick)
         .resolve_scale(y="independent")
     )
 
 
+FIT_NOTE = (  # shown under the heatmaps
+    "✕ no fit: the model's embedding tables exceed that placement's memory tier. "
+    "Blank: the placement does not exist on that platform (CPU clusters keep tables on remote PS only; "
+    "hybrid needs GPUs with system memory beside them)."
+)
+
+
 def fit_matrix(recs: pl.DataFrame) -> alt.Chart:
-    """Workload x platform/placement: predicted throughput and throughput per watt; cells that do not fit marked."""
+    """Workload x platform/placement: predicted throughput and throughput per watt, each with its own colour
+    scale and legend (units in the titles); cells that do not fit are marked, missing cells explained."""
     d = recs.filter(pl.col("objective") == "throughput").with_columns(
-        pl.format("{}/{}", "platform", "placement").alias("option"),
-        pl.when(pl.col("fits")).then(pl.lit("")).otherwise(pl.lit("does not fit")).alias("fit_label"),
+        pl.format("{}/{}", "platform", "placement").alias("option")
     )
     views = []
-    for field, title, fmt in (
-        ("p50_throughput_eps", "Predicted throughput (examples/s, P50)", ",.0f"),
-        ("eps_per_w", "Throughput per provisioned watt", ".1f"),
+    for field, title, unit, fmt in (
+        ("p50_throughput_eps", "Predicted throughput, P50", "examples/s", ",.0f"),
+        ("eps_per_w", "Throughput per provisioned watt", "examples/s per W", ",.1f"),
     ):
-        base = alt.Chart(d, title=title).encode(
-            x=alt.X("option:N", title=None, axis=alt.Axis(labelAngle=-40)),
+        base = alt.Chart(d, title=f"{title} ({unit})").encode(
+            x=alt.X("option:N", title=None, axis=alt.Axis(labelAngle=-40, labelLimit=160)),
             y=alt.Y("model_name:N", title=None),
         )
-        cells = base.mark_rect().encode(
-            color=alt.Color(f"{field}:Q", scale=alt.Scale(scheme="blues", type="log"), title=None),
-            tooltip=[
-                "model_name:N",
-                "option:N",
-                alt.Tooltip(f"{field}:Q", format=fmt),
-                "bottleneck:N",
-                alt.Tooltip("headroom:Q", format=".0%"),
-                "fits:N",
-            ],
+        cells = (
+            base.transform_filter(alt.datum.fits)
+            .mark_rect()
+            .encode(
+                color=alt.Color(
+                    f"{field}:Q",
+                    scale=alt.Scale(scheme="blues", type="log"),
+                    legend=alt.Legend(title=unit, format="~s", orient="right"),
+                ),
+                tooltip=[
+                    "model_name:N",
+                    "option:N",
+                    alt.Tooltip(f"{field}:Q", format=fmt, title=unit),
+                    "bottleneck:N",
+                    alt.Tooltip("headroom:Q", format=".0%"),
+                ],
+            )
         )
-        missing = base.mark_rect(color="#eeeeee").transform_filter(~alt.datum.fits)
+        missing = (
+            base.transform_filter(~alt.datum.fits)
+            .mark_rect(color="#eeeeee")
+            .encode(tooltip=["model_name:N", "option:N", alt.Tooltip("shortfall_gb:Q", format=",.0f")])
+        )
         labels = base.mark_text(fontSize=10).encode(
-            text=alt.condition(alt.datum.fits, alt.Text(f"{field}:Q", format=".3s"), alt.value("✕ no fit"))
+            text=alt.condition(alt.datum.fits, alt.Text(f"{field}:Q", format=".3~s"), alt.value("✕ no fit"))
         )
         views.append(
-            (cells + missing + labels).properties(width=420, height=26 * max(d["model_name"].n_unique(), 1))
+            (cells + missing + labels).properties(width=480, height=26 * max(d["model_name"].n_unique(), 1))
         )
-    return alt.vconcat(*views)
+    return alt.vconcat(*views).resolve_scale(color="independent")
+
+
+def cpu_vs_big_basin(recs: pl.DataFrame) -> alt.Chart:
+    """The paper's Table III setting: each model's best option on CPU clusters vs on Big Basin."""
+    d = best_per_platform(recs, ("cpu", "big_basin"))
+    platforms = color_scale(d["platform"].unique().to_list(), PLATFORM_COLORS)
+    return (
+        alt.Chart(d, title="CPU cluster vs Big Basin: best option per model (Table III setting)")
+        .mark_bar()
+        .encode(
+            x=alt.X("model_name:N", title=None),
+            xOffset="platform:N",
+            y=alt.Y("p50_throughput_eps:Q", title="predicted examples/s (P50)", axis=alt.Axis(format="~s")),
+            color=alt.Color("platform:N", scale=platforms),
+            tooltip=[
+                "model_name:N",
+                "platform:N",
+                "placement:N",
+                alt.Tooltip("p50_throughput_eps:Q", format=",.0f", title="examples/s"),
+                alt.Tooltip("eps_per_w:Q", format=",.1f", title="examples/s per W"),
+                "bottleneck:N",
+            ],
+        )
+        .properties(width=420, height=180)
+    )
+
+
+def best_per_platform(recs: pl.DataFrame, platforms: tuple[str, ...]) -> pl.DataFrame:
+    """Per model, the fitting option of the highest predicted throughput on each of ``platforms``."""
+    return (
+        recs.filter(
+            (pl.col("objective") == "throughput") & pl.col("fits") & pl.col("platform").is_in(platforms)
+        )
+        .sort("p50_throughput_eps", descending=True)
+        .group_by("model_name", "platform", maintain_order=True)
+        .first()
+        .sort("model_name", "platform")
+    )
+
+
+SWEEP_AXES = {
+    "dense features": "dense features per example",
+    "sparse features": "sparse features (tables) per example",
+    "batch size": "batch size (examples)",
+    "rows per table": "rows per embedding table",
+    "MLP width": "MLP layer width (units)",
+}
 
 
 def whatif_sweeps(sweeps: pl.DataFrame) -> alt.Chart:
-    """Figs. 10-13 view: test-suite throughput vs one varied field, CPU vs Big Basin vs Zion (model predictions)."""
-    return (
-        alt.Chart(sweeps, title="What-if sweeps of the configurable test suite (workload model)")
-        .mark_line(point=True)
-        .encode(
-            x=alt.X("value:Q", scale=alt.Scale(type="log", base=2), title=None),
-            y=alt.Y("throughput_eps:Q", scale=alt.Scale(type="log"), title="examples/s"),
-            color=alt.Color("platform:N", scale=PLATFORM_COLORS),
-            tooltip=[
-                "field:N",
-                "value:Q",
-                "platform:N",
-                alt.Tooltip("throughput_eps:Q", format=",.0f"),
-                "bottleneck:N",
-            ],
+    """Figs. 10-13 view: test-suite throughput vs one varied field, per platform (model predictions)."""
+    platforms = color_scale(sweeps["platform"].unique().to_list(), PLATFORM_COLORS)
+    panels = []
+    for field in sweeps["field"].unique(maintain_order=True).to_list():
+        panels.append(
+            alt.Chart(sweeps.filter(pl.col("field") == field), title=field)
+            .mark_line(point=True)
+            .encode(
+                x=alt.X(
+                    "value:Q",
+                    scale=alt.Scale(type="log", base=2),
+                    title=SWEEP_AXES.get(field, field),
+                    axis=alt.Axis(format="~s", labelOverlap="greedy", tickCount=5),
+                ),
+                y=alt.Y(
+                    "throughput_eps:Q",
+                    scale=alt.Scale(type="log"),
+                    title="examples/s",
+                    axis=alt.Axis(format="~s", labelOverlap="greedy"),
+                ),
+                color=alt.Color("platform:N", scale=platforms),
+                tooltip=[
+                    "field:N",
+                    alt.Tooltip("value:Q", format=",.0f"),
+                    "platform:N",
+                    alt.Tooltip("throughput_eps:Q", format=",.0f", title="examples/s"),
+                    "bottleneck:N",
+                ],
+            )
+            .properties(width=250, height=140)
         )
-        .properties(width=240, height=150)
-        .facet(facet=alt.Facet("field:N", title=None), columns=3)
-        .resolve_scale(x="independent", y="independent")
+    return alt.concat(
+        *panels, columns=2, title="What-if sweeps of the configurable test suite (workload model)"
     )
 
 
 def placement_comparison(placements: pl.DataFrame) -> alt.Chart:
     """Fig. 14 view: each production model on Big Basin and Zion, every placement (model predictions)."""
+    platforms = color_scale(placements["platform"].unique().to_list(), PLATFORM_COLORS)
     return (
         alt.Chart(placements, title="Embedding placement on Big Basin and Zion (Fig. 14 view)")
         .mark_bar()
         .encode(
             x=alt.X("placement:N", title=None, axis=alt.Axis(labelAngle=-30)),
-            y=alt.Y("throughput_eps:Q", title="examples/s"),
-            color=alt.Color("platform:N", scale=PLATFORM_COLORS),
+            y=alt.Y("throughput_eps:Q", title="examples/s", axis=alt.Axis(format="~s")),
+            color=alt.Color("platform:N", scale=platforms),
             xOffset="platform:N",
             tooltip=[
                 "model_name:N",
                 "platform:N",
                 "placement:N",
-                alt.Tooltip("throughput_eps:Q", format=",.0f"),
+                alt.Tooltip("throughput_eps:Q", format=",.0f", title="examples/s"),
                 "bottleneck:N",
                 "fits:N",
             ],
         )
-        .properties(width=220, height=160)
+        .properties(width=190, height=150)
         .facet(facet=alt.Facet("model_name:N", title=None), columns=3)
         .resolve_scale(y="independent")
     )
@@ -237,7 +344,7 @@ def calibration(results: pl.DataFrame) -> alt.Chart:
         (pl.col("high") / pl.col("target")).alias("band_high"),
     )
     base = alt.Chart(d, title="Calibration: workload model / paper value (grey: tolerance)").encode(
-        y=alt.Y("label:N", title=None, sort=None)
+        y=alt.Y("label:N", title=None, sort=None, axis=alt.Axis(labelLimit=380))
     )
     band = base.mark_rule(strokeWidth=9, opacity=0.35, color="#888888").encode(
         x=alt.X("band_low:Q", title="model / paper", scale=alt.Scale(zero=False)), x2="band_high:Q"
@@ -247,41 +354,64 @@ def calibration(results: pl.DataFrame) -> alt.Chart:
         color=alt.Color("status:N", scale=alt.Scale(domain=["PASS", "FAIL"], range=["#2ca02c", "#d62728"])),
         tooltip=["id:N", "label:N", "target:Q", "model:Q", "status:N"],
     )
-    return (band + dots).properties(width=420, height=20 * max(d.height, 1))
+    return (band + dots).properties(width=300, height=20 * max(d.height, 1))
 
 
 def trends(daily: pl.DataFrame) -> alt.Chart:
-    """Fleet over days: runs, quarantined rows and median throughput per model."""
-    base = alt.Chart(daily).encode(x=alt.X("day:T", title=None))
-    runs = base.mark_bar(color="#1f77b4").encode(
-        y=alt.Y("sum(runs):Q", title="runs"), tooltip=["day:T", alt.Tooltip("sum(runs):Q", title="runs")]
-    )
-    quarantined = base.mark_bar(color="#d62728").encode(
-        y=alt.Y("max(rows_quarantined):Q", title="rows quarantined"),
-        tooltip=["day:T", alt.Tooltip("max(rows_quarantined):Q", title="quarantined")],
-    )
-    thr = base.mark_line(point=True).encode(
-        y=alt.Y("median_throughput_eps:Q", title="median examples/s"),
-        color="model_name:N",
-        tooltip=["day:T", "model_name:N", alt.Tooltip("median_throughput_eps:Q", format=",.0f")],
-    )
-    return alt.hconcat(
-        runs.properties(width=220, height=130, title="Runs per day"),
-        quarantined.properties(width=220, height=130, title="Quarantined rows per day"),
-        thr.properties(width=260, height=130, title="Median throughput per model"),
-    )
+    """Fleet over days: runs per day, quarantined rows per day (only when some were), and the median
+    throughput per model on each platform (CPU and GPU runs are not mixed)."""
+    d = daily.with_columns(pl.col("day").cast(pl.String))
+    x = alt.X("day:O", title=None, axis=alt.Axis(labelAngle=-40))
+    per_day = d.group_by("day").agg(pl.col("runs").sum(), pl.col("rows_quarantined").max()).sort("day")
+    panels = [
+        alt.Chart(per_day, title="Runs per day")
+        .mark_bar(color="#1f77b4")
+        .encode(x=x, y=alt.Y("runs:Q", title="runs"), tooltip=["day:O", "runs:Q"])
+        .properties(width=260, height=130)
+    ]
+    if per_day["rows_quarantined"].sum():
+        panels.append(
+            alt.Chart(per_day, title="Quarantined rows per day")
+            .mark_bar(color="#d62728")
+            .encode(x=x, y=alt.Y("rows_quarantined:Q", title="rows"), tooltip=["day:O", "rows_quarantined:Q"])
+            .properties(width=260, height=130)
+        )
+    for platform in sorted(d["platform"].drop_nulls().unique().to_list()):
+        panels.append(
+            alt.Chart(
+                d.filter(pl.col("platform") == platform), title=f"Median throughput per model: {platform}"
+            )
+            .mark_line(point=True)
+            .encode(
+                x=x,
+                y=alt.Y("median_throughput_eps:Q", title="examples/s", axis=alt.Axis(format="~s")),
+                color=alt.Color("model_name:N", title="model"),
+                tooltip=[
+                    "day:O",
+                    "model_name:N",
+                    alt.Tooltip("median_throughput_eps:Q", format=",.0f", title="examples/s"),
+                ],
+            )
+            .properties(width=260, height=130)
+        )
+    return alt.concat(*panels, columns=2).resolve_scale(color="shared")
 
 
 def run_explorer(runs: pl.DataFrame) -> alt.Chart:
-    """Linked selection: brush runs on trainer vs PS mean CPU utilisation; the table lists the brushed runs."""
+    """Linked selection: brush runs on trainer vs PS mean CPU utilisation; the list shows how many runs are
+    selected and the first 15 of them."""
     brush = alt.selection_interval(name="runs_brush", encodings=["x", "y"])
     points = (
-        alt.Chart(runs, title="Runs: trainer vs sparse-PS mean CPU utilisation (drag to select)")
+        alt.Chart(runs, title="Runs: trainer vs sparse-PS mean CPU (drag to select)")
         .mark_circle(size=40, opacity=0.7)
         .encode(
             x=alt.X("trainer_cpu:Q", title="trainer mean CPU", scale=alt.Scale(domain=[0, 1])),
             y=alt.Y("ps_cpu:Q", title="sparse-PS mean CPU", scale=alt.Scale(domain=[0, 1])),
-            color=alt.condition(brush, alt.Color("model_name:N"), alt.value("#cccccc")),
+            color=alt.condition(
+                brush,
+                alt.Color("model_name:N", title="model", legend=alt.Legend(orient="bottom", labelLimit=150)),
+                alt.value("#cccccc"),
+            ),
             tooltip=[
                 "run_id:N",
                 "model_name:N",
@@ -291,15 +421,21 @@ def run_explorer(runs: pl.DataFrame) -> alt.Chart:
             ],
         )
         .add_params(brush)
-        .properties(width=300, height=220)
+        .properties(width=260, height=220)
+    )
+    selected = alt.Chart(runs).transform_filter(brush)
+    count = (
+        selected.transform_aggregate(n="count()")
+        .transform_calculate(text="datum.n + (datum.n === 1 ? ' run selected' : ' runs selected')")
+        .mark_text(align="left", fontSize=11, fontWeight="bold")
+        .encode(text="text:N")
+        .properties(width=320, height=16)
     )
     table = (
-        alt.Chart(runs)
-        .mark_text(align="left", fontSize=10)
-        .encode(y=alt.Y("row:O", axis=None), text=alt.Text("line:N"))
-        .transform_filter(brush)
-        .transform_window(row="row_number()")
+        selected.transform_window(row="row_number()")
         .transform_filter(alt.datum.row <= 15)
-        .properties(width=380, height=220, title="Selected runs (first 15)")
+        .mark_text(align="left", fontSize=10, limit=320)
+        .encode(y=alt.Y("row:O", axis=None), text=alt.Text("line:N"))
+        .properties(width=320, height=200, title="Selected runs (first 15)")
     )
-    return alt.hconcat(points, table)
+    return alt.hconcat(points, alt.vconcat(count, table, spacing=2))

@@ -57,7 +57,7 @@ def _between(frame: pl.DataFrame, first: str | None, last: str | None) -> pl.Dat
 
 
 def model_views() -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """What-if sweeps (test suite), placement comparison and the calibration table, from the workload model."""
+    """What-if sweeps (test suite), placement comparison and calibration table, from the workload model."""
     from synthetic_fleet.calibration import evaluate, load_targets, predict, suite_row, system
     from synthetic_fleet.catalog import load_hardware, load_models
     from synthetic_fleet.model import DEFAULT
@@ -120,6 +120,33 @@ def model_views() -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     return sweeps, placements, cal
 
 
+def _count(n: pl.Expr, noun: str) -> pl.Expr:
+    return pl.format(
+        "{} {}", n.fill_null(0), pl.when(n == 1).then(pl.lit(noun)).otherwise(pl.lit(noun + "s"))
+    )
+
+
+def explorer_line() -> pl.Expr:
+    """One line per run for the selected-runs list; a run without a throughput (failed) says so."""
+    throughput = (
+        pl.when(pl.col("throughput_eps").is_null())
+        .then(pl.lit("no throughput (failed)"))
+        .otherwise(pl.format("{} ex/s", pl.col("throughput_eps").round(0).cast(pl.Int64)))
+    )
+    return pl.concat_str(
+        [
+            pl.col("run_id"),
+            pl.col("model_name").fill_null("(unknown model)"),
+            pl.concat_str(
+                [_count(pl.col("n_trainers"), "trainer"), _count(pl.col("n_sparse_ps"), "PS")],
+                separator=" / ",
+            ),
+            throughput,
+        ],
+        separator="  ",
+    )
+
+
 def gather(home: DataHome, first: str | None = None, last: str | None = None) -> ReportInputs:
     """Read the aggregated tables (day range optional) and evaluate the model views."""
     dist = _between(lake.read_table(home, "util_distribution"), first, last)
@@ -130,7 +157,7 @@ def gather(home: DataHome, first: str | None = None, last: str | None = None) ->
     recs = lake.read_table(home, "recommendations")
     tvp = lake.read_table(home, "trainer_vs_ps")
     daily = (
-        runs.group_by("day", pl.col("model_name").fill_null("(unknown)"))
+        runs.group_by("day", pl.col("model_name").fill_null("(unknown)"), "platform")
         .agg(pl.len().alias("runs"), pl.col("throughput_eps").median().alias("median_throughput_eps"))
         .join(ledger.group_by("day").agg(pl.col("rows_quarantined").sum()), on="day", how="left")
         .with_columns(pl.col("rows_quarantined").fill_null(0))
@@ -159,16 +186,7 @@ def gather(home: DataHome, first: str | None = None, last: str | None = None) ->
             "trainer_cpu",
             "ps_cpu",
         )
-        .with_columns(
-            pl.format(
-                "{}  {}  {} trainers / {} PS  {} ex/s",
-                "run_id",
-                "model_name",
-                "n_trainers",
-                "n_sparse_ps",
-                pl.col("throughput_eps").round(0).cast(pl.Int64),
-            ).alias("line")
-        )
+        .with_columns(explorer_line().alias("line"))
     )
     sweeps, placements, cal = model_views()
     days = sorted(runs["day"].unique().to_list()) if runs.height else []
@@ -185,57 +203,88 @@ def gather(home: DataHome, first: str | None = None, last: str | None = None) ->
     return ReportInputs(dist, hist, recs, tvp, daily, explorer, sweeps, placements, cal, header)
 
 
-def build_charts(inputs: ReportInputs) -> dict[str, alt.TopLevelMixin]:
-    """Every chart of the report, by file name; sections without data are left out."""
+TABLE_III = ("cpu", "big_basin")  # the paper's Table III compares these two
+
+
+def build_charts(inputs: ReportInputs, static: bool = False) -> dict[str, alt.TopLevelMixin]:
+    """Every chart of the report, by file name; sections without data are left out (``NO_DATA`` says why).
+    ``static``: the PNG/SVG exports, where selector charts show every model or platform as small multiples."""
     n_bins = int(contract("util_distribution").parameters["n_bins"])
     out: dict[str, alt.TopLevelMixin] = {}
-    if inputs.util_distribution.filter(pl.col("platform") == "cpu").height:
-        out["trainer_vs_ps"] = charts.trainer_vs_ps(inputs.util_distribution, n_bins)
-    if inputs.server_count_hist.height:
-        out["server_counts"] = charts.server_counts(inputs.server_count_hist)
     if inputs.recommendations.height:
         out["hardware_fit"] = charts.fit_matrix(inputs.recommendations)
+        if set(TABLE_III) <= set(charts.best_per_platform(inputs.recommendations, TABLE_III)["platform"]):
+            out["cpu_vs_big_basin"] = charts.cpu_vs_big_basin(inputs.recommendations)
+    if inputs.util_distribution.filter(pl.col("platform") == "cpu").height:
+        out["trainer_vs_ps"] = charts.trainer_vs_ps(inputs.util_distribution, n_bins, static=static)
+    if inputs.server_count_hist.filter(pl.col("n_servers") > 0).height:
+        out["server_counts"] = charts.server_counts(inputs.server_count_hist, static=static)
+    if inputs.runs_explorer.height:
+        out["run_explorer"] = charts.run_explorer(inputs.runs_explorer)
+    if inputs.daily.height:
+        out["fleet_trends"] = charts.trends(inputs.daily)
     out["whatif_sweeps"] = charts.whatif_sweeps(inputs.sweeps)
     out["placements"] = charts.placement_comparison(inputs.placements)
     out["calibration"] = charts.calibration(inputs.calibration)
-    if inputs.daily.height:
-        out["fleet_trends"] = charts.trends(inputs.daily)
-    if inputs.runs_explorer.height:
-        out["run_explorer"] = charts.run_explorer(inputs.runs_explorer)
     return out
 
 
-def _table(frame: pl.DataFrame, columns: list[str]) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+def _table(frame: pl.DataFrame, columns: dict[str, str]) -> str:
+    head = "".join(f"<th>{html.escape(title)}</th>" for title in columns.values())
     body = "".join(
         "<tr>"
         + "".join(f"<td>{html.escape(f'{v:,.3g}' if isinstance(v, float) else str(v))}</td>" for v in rec)
         + "</tr>"
-        for rec in frame.select(columns).iter_rows()
+        for rec in frame.select(list(columns)).iter_rows()
     )  # small aggregated tables
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def _card(r: dict, heading: str) -> str:
+    return (
+        f'<div class="card"><h3>{html.escape(heading)}</h3>'
+        f'<p class="choice">{html.escape(r["platform"])} / {html.escape(r["placement"])}</p>'
+        f"<p>{r['p50_throughput_eps']:,.0f} examples/s "
+        f"(P10-P90 {r['p10_throughput_eps']:,.0f}-{r['p90_throughput_eps']:,.0f}), "
+        f"{r['eps_per_w']:.1f} examples/s/W</p>"
+        f"<p><b>Bottleneck:</b> {html.escape(r['bottleneck'] or '-')}</p>"
+        f'<p class="why">{html.escape(r["explanation"])}</p><p class="note">{html.escape(r["basis"])}'
+        + (f"; held-out error {r['cv_mdape']:.1%}" if r["cv_mdape"] is not None else "")
+        + "</p></div>"
+    )
+
+
 def _cards(recs: pl.DataFrame) -> str:
     if recs.is_empty():
-        return "<p>No recommendations yet.</p>"
+        return "<p>No recommendations yet: they need runs in the lake (`fleet run`).</p>"
     best = recs.filter(pl.col("recommended")).sort("model_name", "objective")
+    cards = [  # one card per model and objective
+        _card(r, f"{r['model_name']} · {r['objective'].replace('_', ' ')}")
+        for r in best.iter_rows(named=True)
+    ]
+    return '<div class="cards">' + "".join(cards) + "</div>"
+
+
+def _table_iii_cards(recs: pl.DataFrame) -> str:
+    """Per model, the better of its best CPU-cluster and best Big Basin options (throughput)."""
+    best = charts.best_per_platform(recs, TABLE_III)
+    rows = best.sort("p50_throughput_eps", descending=True).group_by("model_name", maintain_order=True)
     cards = []
-    for r in best.iter_rows(named=True):  # one card per model and objective
-        cards.append(
-            f'<div class="card"><h3>{html.escape(r["model_name"])} &middot; {html.escape(r["objective"].replace("_", " "))}</h3>'
-            f'<p class="choice">{html.escape(r["platform"])} / {html.escape(r["placement"])}</p>'
-            f"<p>{r['p50_throughput_eps']:,.0f} examples/s (P10-P90 {r['p10_throughput_eps']:,.0f}-{r['p90_throughput_eps']:,.0f}), "
-            f"{r['eps_per_w']:.1f} examples/s/W</p><p><b>Bottleneck:</b> {html.escape(r['bottleneck'] or '-')}</p>"
-            f'<p class="why">{html.escape(r["explanation"])}</p><p class="note">{html.escape(r["basis"])}'
-            + (f"; held-out error {r['cv_mdape']:.1%}" if r["cv_mdape"] is not None else "")
-            + "</p></div>"
+    for (model,), options in sorted(rows, key=lambda g: g[0]):
+        top = options.row(0, named=True)
+        other = options.row(1, named=True) if options.height > 1 else None
+        ratio = (
+            f" ({top['p50_throughput_eps'] / other['p50_throughput_eps']:.1f}x {other['platform']})"
+            if other
+            else ""
         )
+        cards.append(_card(top, f"{model} · CPU cluster or Big Basin{ratio}"))
     return '<div class="cards">' + "".join(cards) + "</div>"
 
 
 SECTIONS = (
-    ("recommendation cards", None),
+    ("recommendation cards", "Recommendations (every platform in the catalog)"),
+    ("cpu_vs_big_basin", "CPU cluster vs Big Basin (the paper's Table III setting)"),
     ("hardware_fit", "Hardware fit"),
     ("trainer_vs_ps", "Trainers vs parameter servers"),
     ("server_counts", "Servers per run"),
@@ -245,6 +294,32 @@ SECTIONS = (
     ("placements", "Placements"),
     ("calibration", "Calibration"),
 )
+NO_DATA = {
+    "cpu_vs_big_basin": "Needs recommendations with fitting options on both CPU clusters and Big Basin.",
+    "hardware_fit": "No recommendations yet: they need runs in the lake (`fleet run`).",
+    "trainer_vs_ps": "No utilisation samples of CPU-cluster runs in these days.",
+    "server_counts": "No runs with server counts in these days.",
+    "run_explorer": "No runs with both trainer and sparse-PS CPU utilisation in these days.",
+    "fleet_trends": "No runs in these days.",
+}
+NOTES = {
+    "hardware_fit": charts.FIT_NOTE,
+    "server_counts": "Starts on CPU clusters, where trainer and parameter-server counts vary; "
+    "the PNG and SVG show every platform.",
+    "trainer_vs_ps": "The PNG and SVG show every model.",
+}
+
+
+# json.dumps already escapes non-ASCII (U+2028/2029 included); these three are what HTML parsing sees.
+_SCRIPT_UNSAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
+
+
+def script_json(value: object) -> str:
+    """JSON safe to embed in an inline <script>: data (a model name, say) can never close the element.
+
+    ``<``, ``>`` and ``&`` become JSON unicode escapes, which parse back to the same string.
+    """
+    return json.dumps(value).translate(_SCRIPT_UNSAFE)
 
 
 def render_html(inputs: ReportInputs, specs: dict[str, dict], files: dict[str, tuple[str, str]]) -> str:
@@ -253,20 +328,31 @@ def render_html(inputs: ReportInputs, specs: dict[str, dict], files: dict[str, t
 
     blocks, calls = [], []
     for key, title in SECTIONS:
+        heading = f"<h2>{html.escape(title)}</h2>"
         if key == "recommendation cards":
-            blocks.append(f"<h2>Recommendations</h2>{_cards(inputs.recommendations)}")
+            blocks.append(heading + _cards(inputs.recommendations))
             continue
         if key not in specs:
+            blocks.append(f'{heading}<p class="nodata">{html.escape(NO_DATA.get(key, "No data."))}</p>')
             continue
         png, svg = files[key]
+        if key == "cpu_vs_big_basin":
+            heading += _table_iii_cards(inputs.recommendations)
+        note = f'<p class="note">{html.escape(NOTES[key])}</p>' if key in NOTES else ""
         blocks.append(
-            f'<h2>{html.escape(title)}</h2><div class="chart" id="chart-{key}"></div>'
-            f'<p class="files">Also as <a href="{html.escape(png)}">PNG</a> and <a href="{html.escape(svg)}">SVG</a>.</p>'
+            f'{heading}<div class="chart" id="chart-{key}"></div>{note}'
+            f'<p class="files">Also as <a href="{html.escape(png)}">PNG</a> and '
+            f'<a href="{html.escape(svg)}">SVG</a>.</p>'
         )
         if key == "calibration":
-            blocks.append(_table(inputs.calibration, ["id", "status", "expected", "value_text"]))
+            blocks.append(
+                _table(
+                    inputs.calibration,
+                    {"id": "id", "status": "status", "expected": "paper", "value_text": "model"},
+                )
+            )
         calls.append(
-            f"vegaEmbed('#chart-{key}', {json.dumps(specs[key])}, {{renderer: 'svg', actions: false}})"
+            f"vegaEmbed('#chart-{key}', {script_json(specs[key])}, {{renderer: 'svg', actions: false}})"
             ".catch(function (e) { document.getElementById('chart-"
             + key
             + "').textContent = 'chart failed: ' + e; "
@@ -298,14 +384,14 @@ def write_report(
     import vl_convert
 
     inputs = gather(home, first, last)
-    built = build_charts(inputs)
+    built, exported = build_charts(inputs), build_charts(inputs, static=True)
     specs, files, pngs, svgs = {}, {}, [], []
     for name, chart in built.items():
-        spec = chart.to_dict()
-        specs[name] = spec
+        specs[name] = chart.to_dict()
+        static = exported[name].to_dict()
         png, svg = out_dir / "charts" / f"{name}.png", out_dir / "charts" / f"{name}.svg"
-        _atomic_write(png, vl_convert.vegalite_to_png(spec, scale=1.5))
-        _atomic_write(svg, vl_convert.vegalite_to_svg(spec))
+        _atomic_write(png, vl_convert.vegalite_to_png(static, scale=1.5))
+        _atomic_write(svg, vl_convert.vegalite_to_svg(static))
         pngs.append(png)
         svgs.append(svg)
         files[name] = (f"charts/{name}.png", f"charts/{name}.svg")

@@ -1,7 +1,10 @@
 """Seeded fleet sampler: runs with fleet-level shapes, and per-server utilisation time series.
 
 Everything is drawn with numpy over whole arrays (runs, servers, samples); one day's draws depend only
-on (seed, day), so days are independent and the same seed gives the same fleet.
+on (seed, day), so days are independent and the same seed gives the same fleet. The draws repeat with a
+period of DAY_CYCLE days, so any DAY_CYCLE consecutive days (the demo's) hold the same fleet whatever the
+date they fall on: the demo's figures, and the calibration computed on that fleet, do not depend on when
+the demo runs.
 """
 
 from __future__ import annotations
@@ -37,8 +40,15 @@ class DayFleet:
     samples: pl.DataFrame
 
 
+DAY_CYCLE = 5  # = the demo's --days default
+CYCLE_EPOCH = dt.date(2026, 11, 1)  # days in [epoch, epoch + DAY_CYCLE) draw under their own name
+
+
 def day_rng(seed: int, day: str) -> np.random.Generator:
-    digest = hashlib.sha256(f"{seed}:{day}".encode()).digest()
+    """The generator of ``day``'s draws: depends on the seed and on the day's place in the cycle only."""
+    offset = (dt.date.fromisoformat(day) - CYCLE_EPOCH).days % DAY_CYCLE
+    canonical = CYCLE_EPOCH + dt.timedelta(days=offset)
+    digest = hashlib.sha256(f"{seed}:{canonical.isoformat()}".encode()).digest()
     return np.random.default_rng(int.from_bytes(digest[:8], "little"))
 
 

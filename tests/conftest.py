@@ -15,6 +15,8 @@ from synthetic_fleet.writers import write_day
 DAY = "2026-11-20"
 
 os.environ.setdefault("DAGSTER_DISABLE_TELEMETRY", "1")
+# The tests' days (2026-11-20, ...) are partitions whatever the data home's landing folder holds.
+os.environ.setdefault("FLEET_PARTITIONS_START", "2020-01-01")
 
 
 @pytest.fixture

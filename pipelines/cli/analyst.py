@@ -29,13 +29,9 @@ def cmd_query(args: argparse.Namespace) -> int:
     except (KeyError, ValueError) as exc:
         print(f"fleet query: {exc.args[0] if exc.args else exc}", file=sys.stderr)
         return 2
-    if args.json:
-        print(frame.write_json())
-    else:
-        import polars as pl
+    from pipelines.lib.render import json_records, plain_table
 
-        with pl.Config(tbl_rows=50, tbl_cols=-1, tbl_width_chars=200, fmt_str_lengths=80):
-            print(frame)
+    print(json_records(frame) if args.json else plain_table(frame))
     return 0
 
 
@@ -43,8 +39,16 @@ def cmd_report(args: argparse.Namespace) -> int:
     """Write the HTML report and every chart as PNG and SVG from the lake's aggregated tables."""
     from dashboards.report import write_report
 
+    from pipelines.lib import lake
+
     home = DataHome.resolve(args.home)
     out = Path(args.out).resolve() if args.out else home.reports
+    if not lake.table_files(home, "runs"):
+        print(
+            f"fleet report: no runs in {home.lake}; run `fleet demo`, or `fleet run` after delivering data",
+            file=sys.stderr,
+        )
+        return 2
     start = time.perf_counter()
     try:
         art = write_report(home, out, args.date_from, args.date_to)
@@ -60,10 +64,15 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_ui(args: argparse.Namespace) -> int:
     """`dagster dev` on the demo's instance, stoppable with Ctrl-C or SIGTERM."""
+    from pipelines.lib.runs import fail_dead_runs
     from pipelines.orchestrate import ensure_instance
 
     home = DataHome.resolve(args.home)
-    dagster_home = ensure_instance(home).root_directory
+    instance = ensure_instance(home)
+    dead = fail_dead_runs(instance)  # before the daemon counts them against the run limit
+    if dead:
+        print(f"marked {len(dead)} run(s) of killed processes failed: {', '.join(dead)}")
+    dagster_home = instance.root_directory
     cmd = [str(Path(sys.executable).with_name("dagster")), "dev", "-h", args.host, "-p", str(args.port)]
     print(
         f"Dagster UI on http://{args.host}:{args.port} (DAGSTER_HOME={dagster_home})",

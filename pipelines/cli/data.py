@@ -103,7 +103,17 @@ def cmd_run(args: argparse.Namespace, days: list[str] | None = None) -> int:
     if days is None:
         days = landing_days(home)
         if args.date_from:
+            landed = set(days)
             days = _span(args.date_from, args.date_to or args.date_from)
+            empty = [d for d in days if d not in landed]
+            if len(empty) == len(days):
+                print(
+                    f"fleet: no landing files for {days[0]}..{days[-1]} under {home.landing}; nothing to do",
+                    file=sys.stderr,
+                )
+                return 2
+            if empty:
+                print(f"note: no landing files for {len(empty)} day(s) ({', '.join(empty)}); they stay empty")
     if not days:
         print(
             f"fleet: no landing days under {home.landing}; run `fleet synth` or deliver files first",
@@ -205,7 +215,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     synthesize(home, home.landing, days, args.runs_per_day, args.seed, "jsonl")
     code = cmd_run(args, days)
     print(
-        f"demo finished in {time.perf_counter() - start:.1f} s. Open the UI with `make ui` (or `fleet ui`); "
-        f"query with `duckdb -readonly {home.catalog_path}`."
+        f"demo finished in {time.perf_counter() - start:.1f} s; data home {home.root}\n"
+        f"next: `fleet ui --home {home.root}` (Dagster UI), `fleet query --home {home.root}` (canned queries), "
+        f"`duckdb -readonly {home.catalog_path}` (SQL)"
     )
     return code

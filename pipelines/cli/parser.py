@@ -82,9 +82,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("demo", help="synthesise a fleet into the data home and materialise every asset")
     d.add_argument("--home", help=home_help)
-    d.add_argument("--days", type=at_least_one, default=data.DEMO_DAYS)
-    d.add_argument("--runs-per-day", type=at_least_one, default=data.DEMO_RUNS_PER_DAY)
-    d.add_argument("--seed", type=int, default=data.DEMO_SEED)
+    d.add_argument(
+        "--days",
+        type=at_least_one,
+        default=data.DEMO_DAYS,
+        help=f"days ending yesterday, UTC (default {data.DEMO_DAYS})",
+    )
+    d.add_argument(
+        "--runs-per-day",
+        type=at_least_one,
+        default=data.DEMO_RUNS_PER_DAY,
+        help=f"training runs per day (default {data.DEMO_RUNS_PER_DAY})",
+    )
+    d.add_argument("--seed", type=int, default=data.DEMO_SEED, help=f"random seed (default {data.DEMO_SEED})")
     d.set_defaults(func=data.cmd_demo)
 
     s = sub.add_parser("synth", help="write synthetic landing files (same seed and days, same bytes)")
@@ -171,22 +181,28 @@ def build_parser() -> argparse.ArgumentParser:
     rc.set_defaults(func=recommend.cmd_recommend)
 
     q = sub.add_parser("query", help="list the canned analyst queries, or run one")
-    q.add_argument("name", nargs="?")
-    q.add_argument("--param", action="append", type=param, metavar="NAME=VALUE")
+    q.add_argument("name", nargs="?", help="a canned query of sql/queries/ (default: list them)")
+    q.add_argument(
+        "--param", action="append", type=param, metavar="NAME=VALUE", help="override a parameter (repeatable)"
+    )
     q.add_argument("--home", help=home_help)
-    q.add_argument("--json", action="store_true")
+    q.add_argument("--json", action="store_true", help="rows as a JSON list of objects")
     q.set_defaults(func=analyst.cmd_query)
 
     rp = sub.add_parser("report", help="write the HTML report and every chart as PNG and SVG")
     rp.add_argument("--out", help="folder (default <data home>/reports)")
-    rp.add_argument("--from", dest="date_from", type=day, help="first day YYYY-MM-DD")
-    rp.add_argument("--to", dest="date_to", type=day, help="last day YYYY-MM-DD")
+    rp.add_argument(
+        "--from", dest="date_from", type=day, help="first day YYYY-MM-DD (default: the first in the lake)"
+    )
+    rp.add_argument(
+        "--to", dest="date_to", type=day, help="last day YYYY-MM-DD (default: the last in the lake)"
+    )
     rp.add_argument("--home", help=home_help)
     rp.set_defaults(func=analyst.cmd_report)
 
     u = sub.add_parser("ui", help="start the Dagster UI on the data home's instance")
     u.add_argument("--home", help=home_help)
-    u.add_argument("--host", default="127.0.0.1")
-    u.add_argument("--port", type=int, default=3000)
+    u.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
+    u.add_argument("--port", type=int, default=3000, help="port (default 3000)")
     u.set_defaults(func=analyst.cmd_ui)
     return p

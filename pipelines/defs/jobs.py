@@ -1,16 +1,37 @@
-"""The nightly job over the whole graph and its schedule (02:00 UTC, previous day's partition)."""
+"""The nightly job over the whole graph and its schedule (02:00 UTC, the previous day's partition)."""
+
+import datetime as dt
 
 import dagster as dg
+
+from pipelines.defs.resources import FleetHome
+from pipelines.lib.monitoring import landing_inventory
+from pipelines.lib.runs import day_handled_since
 
 nightly = dg.define_asset_job(
     "nightly",
     selection=dg.AssetSelection.all(),
-    description="Ingest the previous UTC day, recompute its partials, merge, republish the catalog and the report.",
+    description="Ingest the previous UTC day, recompute its partials, merge, republish the catalog and the "
+    "report.",
 )
 
-nightly_schedule = dg.build_schedule_from_partitioned_job(
-    nightly,
-    hour_of_day=2,
-    minute_of_hour=0,
+
+@dg.schedule(
+    job=nightly,
+    cron_schedule="0 2 * * *",
+    execution_timezone="UTC",
     default_status=dg.DefaultScheduleStatus.RUNNING,
+    description="02:00 UTC: the previous day's partition, unless the landing sensor already queued or "
+    "ingested it since its files last changed.",
 )
+def nightly_schedule(context: dg.ScheduleEvaluationContext, fleet: FleetHome):
+    day = (context.scheduled_execution_time.astimezone(dt.UTC).date() - dt.timedelta(days=1)).isoformat()
+    if day not in context.repository_def.get_job(nightly.name).partitions_def.get_partition_keys():
+        return dg.SkipReason(f"{day} is before the first daily partition (see FLEET_PARTITIONS_START)")
+    changed_at = max(
+        (sig[0] for rel, sig in landing_inventory(fleet.data_home()).items() if rel.split("/")[1] == day),
+        default=0,
+    )
+    if day_handled_since(context.instance, nightly.name, day, changed_at):
+        return dg.SkipReason(f"{day} is already queued or ingested since its landing files last changed")
+    return dg.RunRequest(run_key=f"nightly:{day}", partition_key=day, tags={"fleet/trigger": "schedule"})

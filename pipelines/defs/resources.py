@@ -3,6 +3,7 @@
 import dagster as dg
 
 from pipelines.lib.paths import DataHome
+from pipelines.lib.runs import WORKER_TAG, this_worker
 from synthetic_fleet.catalog import HardwareCatalog, load_hardware
 
 
@@ -10,6 +11,12 @@ class FleetHome(dg.ConfigurableResource):
     """The data home. Empty ``home`` means ``$FLEET_HOME`` or ``./data``, resolved when a step runs."""
 
     home: str = ""
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        # Name the process that executes the run, so a run it leaves behind when killed is marked failed.
+        run = context.run
+        if run is not None and context.instance is not None and WORKER_TAG not in run.tags:
+            context.instance.add_run_tags(run.run_id, {WORKER_TAG: this_worker()})
 
     def data_home(self) -> DataHome:
         return DataHome.resolve(self.home or None)

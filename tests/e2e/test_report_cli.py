@@ -44,3 +44,12 @@ def test_report_never_reads_raw_samples(materialized, tmp_path):  # noqa: F811
     shutil.rmtree(home.lake / "utilisation_samples")  # the report must not need them
     assert main(["report", "--home", str(home.root), "--out", str(tmp_path / "o")]) == 0
     assert (tmp_path / "o" / "fleet_report.html").exists()
+
+
+def test_report_and_run_without_data_say_so_and_exit_2(tmp_path, capsys):
+    assert main(["report", "--home", str(tmp_path / "empty")]) == 2
+    assert "no runs in" in capsys.readouterr().err and not (tmp_path / "empty" / "reports").exists()
+    landing = tmp_path / "h" / "landing" / "synthetic" / DAY
+    landing.mkdir(parents=True)
+    assert main(["run", "--home", str(tmp_path / "h"), "--from", "2026-10-01", "--to", "2026-10-02"]) == 2
+    assert "no landing files for 2026-10-01..2026-10-02" in capsys.readouterr().err

@@ -2,7 +2,6 @@
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -11,9 +10,10 @@ import urllib.request
 
 import pytest
 
-from pipelines.lib.paths import INSTANCE_TEMPLATE, PROJECT_ROOT
+from pipelines.lib.paths import PROJECT_ROOT
 from tests.conftest import DAY
 from tests.e2e.conftest import BIN
+from tests.e2e.test_dead_runs import dead_run_home
 
 pytestmark = pytest.mark.slow
 LOCATION = "fleet_telemetry"
@@ -39,9 +39,9 @@ def _graphql(port: int, query: str) -> dict:
 
 @pytest.fixture
 def dagster_dev(landed, tmp_path):
-    dh = tmp_path / "dagster_home"
-    dh.mkdir()
-    shutil.copyfile(INSTANCE_TEMPLATE, dh / "dagster.yaml")
+    # The instance starts with both slots of the run queue (limit 2) held by runs that SIGKILLed
+    # `fleet run`s left STARTED: the daemon must recover the queue by itself.
+    dh, killed = dead_run_home(tmp_path, 2)
     port = _free_port()
     env = {
         **os.environ,
@@ -51,7 +51,7 @@ def dagster_dev(landed, tmp_path):
     }
     log = open(tmp_path / "dagster_dev.log", "w")
     # Reset SIGINT/SIGTERM: started from a shell without job control they are ignored, and dagster dev
-    # would then never stop (../shared/notes/stack.md §3.4).
+    # would then ignore SIGTERM as well and never stop.
     proc = subprocess.Popen(
         [str(BIN / "dagster"), "dev", "-h", "127.0.0.1", "-p", str(port)],
         cwd=PROJECT_ROOT,
@@ -75,7 +75,7 @@ def dagster_dev(landed, tmp_path):
             assert proc.poll() is None, (tmp_path / "dagster_dev.log").read_text()[-3000:]
             assert time.monotonic() < deadline, "dagster dev did not answer /server_info within 120 s"
             time.sleep(0.5)
-        yield port, proc, landed
+        yield port, proc, landed, killed
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGINT)
@@ -88,7 +88,7 @@ def dagster_dev(landed, tmp_path):
 
 
 def test_ui_serves_graph_schedule_and_sensor_and_sensor_launches_one_run(dagster_dev):
-    port, proc, home = dagster_dev
+    port, proc, home, killed = dagster_dev
     selector = f'{{repositoryName: "__repository__", repositoryLocationName: "{LOCATION}"}}'
     nodes = _graphql(port, "{ assetNodes { assetKey { path } groupName isPartitioned } }")["assetNodes"]
     keys = {"/".join(n["assetKey"]["path"]): n for n in nodes}
@@ -117,7 +117,8 @@ def test_ui_serves_graph_schedule_and_sensor_and_sensor_launches_one_run(dagster
         f"{{ sensorsOrError(repositorySelector: {selector}) {{ ... on Sensors {{ results {{ name sensorState {{ status }} }} }} }} }}",
     )
     assert {(s["name"], s["sensorState"]["status"]) for s in sensors["sensorsOrError"]["results"]} == {
-        ("landing_sensor", "RUNNING")
+        ("landing_sensor", "RUNNING"),
+        ("dead_run_sensor", "RUNNING"),
     }
 
     # The daemon ticks the sensor: the landed day gets exactly one run, and it succeeds.
@@ -132,6 +133,10 @@ def test_ui_serves_graph_schedule_and_sensor_and_sensor_launches_one_run(dagster
             break
         time.sleep(2)
     assert len(runs) == 1, runs
+    statuses = _graphql(port, "{ runsOrError { ... on Runs { results { runId status jobName } } } }")
+    by_id = {r["runId"]: r for r in statuses["runsOrError"]["results"]}
+    assert [by_id[k]["status"] for k in killed] == ["FAILURE", "FAILURE"]  # the dead runs, released
+    assert {r["jobName"] for r in by_id.values()} == {"nightly"}
     tags = {t["key"]: t["value"] for t in runs[0]["tags"]}
     assert tags["dagster/partition"] == DAY and runs[0]["status"] == "SUCCESS"
     assert home.catalog_path.exists() and home.report_path.exists()

@@ -1,13 +1,19 @@
 """Operating in Dagster: landing sensor, nightly schedule, blocking checks that stop downstream assets."""
 
+import datetime as dt
+import json
 import os
+import time
 
 import dagster as dg
 import polars as pl
+import pytest
+from dagster._core.utils import make_new_run_id
 
 import pipelines.lib.ingest as ingest_module
 from pipelines.defs.resources import FleetHome
 from pipelines.lib import lake
+from pipelines.lib.monitoring import landing_inventory
 from tests.conftest import DAY
 
 
@@ -48,17 +54,106 @@ def test_landing_sensor_waits_for_days_that_are_not_partitions_yet(landed, defin
         assert "2999-01-01" not in tick.cursor  # requested later, once the day exists
 
 
-def test_nightly_schedule_runs_the_previous_day_at_two(definitions):
-    import datetime as dt
+def _schedule(d, instance, home):
+    schedule = d.resolve_schedule_def("nightly_schedule")
+    with dg.build_schedule_context(
+        instance=instance,
+        scheduled_execution_time=dt.datetime(2026, 11, 21, 2, 0, tzinfo=dt.UTC),
+        resources={"fleet": FleetHome(home=str(home.root))},
+        repository_def=d.get_repository_def(),
+    ) as ctx:
+        return schedule.evaluate_tick(ctx)
 
-    schedule = definitions.resolve_schedule_def("nightly_schedule")
+
+def test_nightly_schedule_runs_the_previous_day_at_two(landed, definitions):
     with dg.instance_for_test() as instance:
-        ctx = dg.build_schedule_context(
-            instance=instance,
-            scheduled_execution_time=dt.datetime(2026, 11, 21, 2, 0, tzinfo=dt.UTC),
-        )
-        data = schedule.evaluate_tick(ctx)
+        data = _schedule(definitions, instance, landed)
     assert [r.partition_key for r in data.run_requests] == ["2026-11-20"]
+    assert definitions.resolve_schedule_def("nightly_schedule").cron_schedule == "0 2 * * *"
+
+
+def _queued(instance, day: str, trigger: str) -> None:
+    instance.add_run(
+        dg.DagsterRun(
+            job_name="nightly",
+            run_id=make_new_run_id(),
+            status=dg.DagsterRunStatus.NOT_STARTED,  # submitted, not yet picked up
+            tags={"dagster/partition": day, "fleet/trigger": trigger},
+        )
+    )
+
+
+def test_sensor_and_schedule_never_queue_the_same_day_twice(landed, definitions):
+    with dg.instance_for_test() as instance:
+        _queued(instance, DAY, "landing_sensor")  # the sensor queued the day after its files landed
+        tick = _schedule(definitions, instance, landed)
+        assert tick.run_requests == [] and "already queued or ingested" in tick.skip_message
+    with dg.instance_for_test() as instance:
+        _queued(instance, DAY, "schedule")  # the schedule queued it: the sensor does not add another
+        first = _sensor(definitions, instance, landed, cursor="{}")
+        assert first.run_requests == [] and DAY in first.skip_message
+        # A file delivered after that run was queued is new work: requested.
+        f = next((landed.landing / "synthetic" / DAY).iterdir())
+        later = time.time_ns() + 10**9
+        os.utime(f, ns=(later, later))
+        assert [
+            r.partition_key for r in _sensor(definitions, instance, landed, first.cursor).run_requests
+        ] == [DAY]
+
+
+def test_partitions_start_is_configured_or_the_first_landing_day(home, monkeypatch):
+    from pipelines.definitions import build_defs
+    from pipelines.defs.partitions import START_ENV, partitions_start
+
+    monkeypatch.delenv(START_ENV, raising=False)
+    yesterday = (dt.datetime.now(dt.UTC).date() - dt.timedelta(days=1)).isoformat()
+    assert partitions_start(home) == yesterday  # nothing landed yet
+    for day in ("2026-10-03", "2026-09-28"):
+        (home.landing / "acme" / day).mkdir(parents=True)
+    assert partitions_start(home) == "2026-09-28"
+    d = build_defs(home)
+    graph = d.resolve_asset_graph()
+    starts = {
+        graph.get(k).partitions_def.start.date().isoformat()
+        for k in graph.get_all_asset_keys()
+        if graph.get(k).partitions_def is not None
+    }
+    assert starts == {"2026-09-28"}
+    assert d.resolve_job_def("nightly").partitions_def.get_first_partition_key() == "2026-09-28"
+    monkeypatch.setenv(START_ENV, "2026-06-01")
+    assert partitions_start(home) == "2026-06-01"
+    monkeypatch.setenv(START_ENV, "June")
+    with pytest.raises(ValueError, match=START_ENV):
+        partitions_start(home)
+
+
+def test_fleet_demo_runs_are_nightly_runs_and_the_sensor_then_has_nothing_to_do(tmp_path, monkeypatch):
+    from pipelines.cli import main
+    from pipelines.definitions import build_defs
+    from pipelines.lib.paths import DataHome
+
+    home = DataHome.resolve(tmp_path / "home")
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    monkeypatch.setenv("FLEET_HOME", str(home.root))
+    monkeypatch.delenv("FLEET_PARTITIONS_START")
+    assert main(["demo", "--home", str(home.root), "--days", "2", "--runs-per-day", "6"]) == 0
+    instance = dg.DagsterInstance.get()
+    try:
+        runs = instance.get_runs()
+        days = sorted(p.name for p in (home.landing / "synthetic").iterdir())
+        assert {r.job_name for r in runs} == {"nightly"}  # not __ephemeral_asset_job__
+        assert sorted(r.tags["dagster/partition"] for r in runs) == sorted([*days, days[-1]])
+        assert all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs)
+        # `fleet ui` right after the demo: the sensor's first tick re-processes nothing.
+        d = build_defs(home)
+        first = _sensor(d, instance, home)
+        assert first.run_requests == [] and set(json.loads(first.cursor)) == set(landing_inventory(home))
+        # A re-delivered file afterwards is still noticed.
+        f = next((home.landing / "synthetic" / days[0]).iterdir())
+        os.utime(f, ns=(time.time_ns(), time.time_ns()))
+        assert [r.partition_key for r in _sensor(d, instance, home, first.cursor).run_requests] == [days[0]]
+    finally:
+        instance.dispose()
 
 
 def test_failing_blocking_check_stops_downstream_and_keeps_bad_rows_out(landed, monkeypatch, definitions):

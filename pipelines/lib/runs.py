@@ -1,0 +1,87 @@
+"""Dagster runs seen from operations: which process executes a run (so a run left by a killed process is
+marked failed and never holds a slot of the run queue), and whether a landing day is already handled
+(so the landing sensor and the nightly schedule never queue the same day twice)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import socket
+
+import dagster as dg
+
+WORKER_TAG = "fleet/worker"
+# Runs that hold a slot of the run queue; a QUEUED run has no process yet and is left alone.
+UNFINISHED = [
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+    dg.DagsterRunStatus.CANCELING,
+]
+IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, *UNFINISHED]
+HANDLED_BY = "ingest_ledger"  # written for a day whenever its landing files were read
+
+
+def _start_ticks(pid: int) -> str:
+    """The process's start time in clock ticks since boot (Linux), so a reused pid is not taken for it."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
+def this_worker() -> str:
+    """``host:pid:start`` of the current process."""
+    return f"{socket.gethostname()}:{os.getpid()}:{_start_ticks(os.getpid())}"
+
+
+def worker_alive(worker: str) -> bool | None:
+    """Whether the process named by ``worker`` still runs; None when it ran on another host (unknown here)."""
+    host, _, rest = worker.partition(":")
+    pid_text, _, ticks = rest.partition(":")
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return None
+    pid = int(pid_text)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # exists, owned by someone else
+    return not ticks or _start_ticks(pid) in ("", ticks)
+
+
+def fail_dead_runs(instance: dg.DagsterInstance) -> list[str]:
+    """Mark failed every unfinished run whose process (``fleet/worker`` tag) is gone; returns their ids."""
+    failed = []
+    for run in instance.get_runs(filters=dg.RunsFilter(statuses=UNFINISHED)):
+        worker = run.tags.get(WORKER_TAG)
+        if worker and worker_alive(worker) is False:
+            instance.report_run_failed(
+                run,
+                message=f"the process that executed this run ({worker}) is gone (killed?); "
+                "marked failed so the run queue moves on. Re-run the day to redo it.",
+            )
+            failed.append(run.run_id)
+    return failed
+
+
+def day_handled_since(instance: dg.DagsterInstance, job_name: str, day: str, since_ns: int) -> bool:
+    """True when ``day`` was ingested at or after ``since_ns`` (epoch ns: its last landing change), or a
+    run of ``job_name`` for it was created since and is queued or running: nothing new to request."""
+    since = since_ns / 1e9
+    done = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey(HANDLED_BY), asset_partitions=[day]), limit=1
+    ).records
+    if done and done[0].timestamp >= since:
+        return True
+    pending = instance.get_runs_count(
+        filters=dg.RunsFilter(
+            job_name=job_name,
+            tags={"dagster/partition": day},
+            statuses=IN_FLIGHT,
+            created_after=dt.datetime.fromtimestamp(since, dt.UTC),
+        )
+    )
+    return pending > 0

@@ -1,0 +1,130 @@
+"""The report as a user sees it in Chromium at 1024 px, on a fleet with a public-trace platform (not one of
+the built-in three) and a hostile model name: no script injected, every chart drawn, colours from the data,
+one legend per heatmap metric, the CPU-vs-Big-Basin view, no sideways scroll, no "null" in the runs list."""
+
+import json
+import re
+
+import dagster as dg
+import polars as pl
+import pytest
+
+from pipelines.lib import adapters
+from pipelines.orchestrate import run_pipeline
+from synthetic_fleet.sampler import DayFleet, sample_day
+from synthetic_fleet.writers import write_day
+from tests.conftest import DAY
+from tests.e2e.conftest import run
+from tests.e2e.test_report_browser import FLAGS
+from tests.integration.test_public_trace_fixtures import PAI_SLICE
+
+pytestmark = pytest.mark.slow
+XSS = "M1prod</script><script>window.__xss=1</script>"
+PROBE = """<script>
+setTimeout(function () {
+  var svgs = Array.prototype.slice.call(document.querySelectorAll('svg.marks'));
+  var out = {scroll: document.documentElement.scrollWidth, inner: window.innerWidth, xss: window.__xss || 0,
+             svgs: svgs.length, right: Math.max.apply(null, svgs.map(function (s) {
+               return s.getBoundingClientRect().right; }))};
+  var p = document.createElement('pre'); p.id = 'probe'; p.textContent = JSON.stringify(out);
+  document.body.appendChild(p);
+}, 15000);
+</script></body>"""
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory, hw, models):
+    from pipelines.lib.paths import DataHome
+
+    tmp = tmp_path_factory.mktemp("views")
+    home = DataHome.resolve(tmp / "home")
+    day = sample_day(DAY, 60, 7, hw, models)
+    runs = day.runs.with_columns(
+        pl.when(pl.col("model_name") == "M1prod")
+        .then(pl.lit(XSS))
+        .otherwise(pl.col("model_name"))
+        .alias("model_name")
+    )
+    assert runs.filter(pl.col("status") == "failed").height  # the runs list must show a failed run
+    write_day(DayFleet(DAY, runs, day.samples), home.landing, source="synthetic", fmt="jsonl")
+    pai_days = adapters.deliver(adapters.adapt_pai(PAI_SLICE), home)
+    with dg.instance_for_test() as instance:
+        run_pipeline(home, sorted([DAY, *pai_days]), instance=instance, progress=lambda m: None)
+    page = home.report_path.read_text()
+    probe = tmp / "probe.html"
+    head, _, tail = page.rpartition("</body>")  # the last one: the Vega bundle's code holds the string too
+    probe.write_text(head + PROBE + tail)
+    dom = run(
+        [
+            "chromium",
+            *FLAGS,
+            f"--user-data-dir={tmp / 'profile'}",
+            "--window-size=1024,900",
+            "--enable-logging=stderr",
+            "--virtual-time-budget=30000",
+            "--dump-dom",
+            probe.as_uri(),
+        ],
+        timeout=240,
+    )
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    found = re.search(r'<pre id="probe">(.*?)</pre>', dom.stdout)
+    assert found, dom.stdout[-2000:]
+    return page, dom.stdout, json.loads(found.group(1).replace("&quot;", '"'))
+
+
+def _section(dom: str, key: str) -> str:
+    start = dom.index(f'id="chart-{key}"')
+    return dom[start : dom.index('class="files"', start)]
+
+
+def test_hostile_model_name_runs_no_script_and_every_chart_draws(report):
+    page, dom, probe = report
+    assert XSS not in page  # escaped in the embedded JSON and in the cards
+    assert probe["xss"] == 0
+    assert probe["svgs"] == len(re.findall(r'<div class="chart" id="chart-', page)) >= 9
+    assert "chart failed" not in re.sub(r"<script.*?</script>", "", dom, flags=re.S)
+
+
+def test_platform_colours_come_from_the_data(report):
+    page, dom, _ = report
+    server_counts = _section(dom, "server_counts")
+    assert "pai_" in page and re.search(r"<option[^>]*>pai_t4</option>", server_counts)
+    assert re.search(r'<option value="cpu" selected', server_counts) or re.search(
+        r"<option[^>]*selected[^>]*>cpu<", server_counts
+    )  # the CPU cluster first
+    bars = re.findall(r'<path[^>]*aria-roledescription="bar"[^>]*fill="([^"]+)"', server_counts)
+    bars += re.findall(r'<path[^>]*fill="([^"]+)"[^>]*aria-roledescription="bar"', server_counts)
+    assert bars and all(f not in ("transparent", "none", "") for f in bars)
+    spec = json.loads(re.search(r"vegaEmbed\('#chart-server_counts', (\{.*?\}), \{renderer", page).group(1))
+    domain = json.dumps(spec)
+    assert "pai_t4" in domain and "zion" in domain
+
+
+def test_one_legend_per_heatmap_metric(report):
+    _, dom, _ = report
+    fit = _section(dom, "hardware_fit")
+    legends = re.findall(r'class="mark-group role-legend"', fit)
+    assert len(legends) == 2
+    assert "examples/s per W" in fit and ">examples/s<" in fit
+
+
+def test_cpu_vs_big_basin_view_is_present(report):
+    page, dom, _ = report
+    assert "CPU cluster vs Big Basin" in page and 'id="chart-cpu_vs_big_basin"' in page
+    assert re.search(r'<svg[^>]*class="marks"', _section(dom, "cpu_vs_big_basin"))
+
+
+def test_no_sideways_scroll_at_1024_px(report):
+    _, _, probe = report
+    assert probe["scroll"] <= probe["inner"] == 1024
+    assert probe["right"] <= 1024
+
+
+def test_runs_list_has_no_null_and_counts_the_selection(report):
+    _, dom, _ = report
+    explorer = _section(dom, "run_explorer")
+    texts = re.findall(r"<text[^>]*>([^<]*)</text>", explorer)
+    assert texts and not [t for t in texts if "null" in t]
+    assert any(t.endswith("runs selected") for t in texts)
+    assert not [t for t in texts if re.search(r"\b1 trainers\b", t)]
