@@ -25,7 +25,7 @@ DAILY = dg.DailyPartitionsDefinition(start_date="2020-01-01", timezone=TIMEZONE)
 
 def partitions_start(home: DataHome) -> str:
     """The first daily partition: $FLEET_PARTITIONS_START, else the first landing day, else yesterday."""
-    from pipelines.lib.ingest import landing_days
+    from pipelines.lib.landing import landing_days
 
     configured = os.environ.get(START_ENV, "").strip()
     if configured:

@@ -162,6 +162,8 @@ class DayIngest:
     samples_duplicated: int
     extra_fields_path: Path | None
     extra_fields_rows: int
+    prior_files: frozenset[str] = frozenset()  # other days' accepted file hashes, as read at the start
+    prior_runs: frozenset[str] = frozenset()  # other days' run ids, as read at the start
 
     @property
     def utilisation_samples(self) -> pl.DataFrame:
@@ -962,6 +964,8 @@ def ingest_day(
         samples_duplicated=duplicated,
         extra_fields_path=extras_path,
         extra_fields_rows=state.extras.rows,
+        prior_files=frozenset(state.prior.files),
+        prior_runs=frozenset(state.prior.runs),
     )
 
 
@@ -1052,29 +1056,60 @@ def partition_lock(home: DataHome, day: str) -> FileLock:
     return FileLock(str(folder / f"day={day}.lock"))
 
 
+def lake_lock(home: DataHome) -> FileLock:
+    """Held while a day is promoted: what other days accepted cannot change under the promotion."""
+    folder = home.lake / ".locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    return FileLock(str(folder / "promote.lock"))
+
+
+def _raced(home: DataHome, day: str, result: DayIngest) -> bool:
+    """Did another day accept one of this day's files or runs while this day was being read?"""
+    now = _prior(home, day)
+    new_files = set(now.files) - result.prior_files
+    new_runs = set(now.runs) - result.prior_runs
+    mine_files = set(result.ingest_ledger.filter(pl.col("rows_accepted") > 0)["sha256"].to_list())
+    return bool(new_files & mine_files or new_runs & set(result.runs["run_id"].to_list()))
+
+
 def ingest_partition(home: DataHome, day: str, platforms: Iterable[str]) -> PartitionOutcome:
     """Ingest a day and write it. Ledger, quarantine and extra fields are always written (they explain);
-    runs and samples are promoted only if every blocking check passes, else the last good partition stays."""
+    runs and samples are promoted only if every blocking check passes, else the last good partition stays.
+
+    Days are read concurrently; the promotion is serialised. If another day accepted one of this day's
+    files or runs meanwhile (the same delivery in two day folders), the day is read again under the lock,
+    so the first delivery wins across days as it does within one."""
+    platforms = list(platforms)
     with partition_lock(home, day):
         for stale in (home.lake / ".staging").glob(f"day={day}.*"):
             shutil.rmtree(stale, ignore_errors=True)  # left by a killed writer of this day (we hold its lock)
         result = ingest_day(home, day, platforms)
-        try:
-            checks = blocking_checks(result)
-            promote = all(c.passed for c in checks)
-            written = {
-                "quarantine": lake.write_partition(home, "quarantine", day, result.quarantine),
-                "extra_fields": lake.promote_partition(home, "extra_fields", day, result.extra_fields_path),
-            }
-            if promote:
-                written["runs"] = lake.write_partition(home, "runs", day, result.runs)
-                written["utilisation_samples"] = lake.promote_partition(
-                    home, "utilisation_samples", day, result.samples_path
-                )
-            written["ingest_ledger"] = lake.write_partition(home, "ingest_ledger", day, result.ingest_ledger)
-        finally:
-            result.discard()
-        result.samples_path = written.get("utilisation_samples")
-        result.extra_fields_path = written["extra_fields"]
-        fsync_dir(home.lake)
+        with lake_lock(home):
+            if _raced(home, day, result):
+                result.discard()
+                result = ingest_day(home, day, platforms)
+            return _promote(home, day, result)
+
+
+def _promote(home: DataHome, day: str, result: DayIngest) -> PartitionOutcome:
+    """Write the day: ledger, quarantine and extra fields always; runs and samples if the checks pass."""
+    try:
+        checks = blocking_checks(result)
+        promote = all(c.passed for c in checks)
+        written = {
+            "quarantine": lake.write_partition(home, "quarantine", day, result.quarantine),
+            "extra_fields": lake.promote_partition(home, "extra_fields", day, result.extra_fields_path),
+        }
+        if promote:
+            written["runs"] = lake.write_partition(home, "runs", day, result.runs)
+            written["utilisation_samples"] = lake.promote_partition(
+                home, "utilisation_samples", day, result.samples_path
+            )
+        # the ledger last: a day whose ledger is written is whole
+        written["ingest_ledger"] = lake.write_partition(home, "ingest_ledger", day, result.ingest_ledger)
+    finally:
+        result.discard()
+    result.samples_path = written.get("utilisation_samples")
+    result.extra_fields_path = written["extra_fields"]
+    fsync_dir(home.lake)
     return PartitionOutcome(day=day, result=result, checks=checks, promoted=promote, written=written)

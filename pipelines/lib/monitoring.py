@@ -10,30 +10,13 @@ from dataclasses import dataclass
 import pyarrow.parquet as pq
 
 from pipelines.lib import lake
+from pipelines.lib.landing import Signature, inventory
 from pipelines.lib.paths import DataHome
-
-Signature = tuple[int, int]  # (mtime_ns, size)
 
 
 def landing_inventory(home: DataHome) -> dict[str, Signature]:
-    """Every visible landing file under landing/<source>/<YYYY-MM-DD>/, keyed by path relative to landing/."""
-    out: dict[str, Signature] = {}
-    if not home.landing.is_dir():
-        return out
-    for f in home.landing.glob("*/*/*"):
-        rel = f.relative_to(home.landing)
-        if any(part.startswith(".") for part in rel.parts) or not f.is_file() or not _is_day(rel.parts[1]):
-            continue
-        st = f.stat()
-        out[str(rel)] = (st.st_mtime_ns, st.st_size)
-    return out
-
-
-def _is_day(text: str) -> bool:
-    try:
-        return len(text) == 10 and dt.date.fromisoformat(text) is not None
-    except ValueError:
-        return False
+    """Every visible entry of every landing/<source>/<YYYY-MM-DD>/, keyed by path relative to landing/."""
+    return inventory(home)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,6 @@ done before any work starts so that a mistake is reported in one line instead of
 
 from __future__ import annotations
 
-import datetime as dt
 import math
 import re
 from pathlib import Path
@@ -12,6 +11,7 @@ from pathlib import Path
 import duckdb
 
 from pipelines.lib import safe_yaml
+from pipelines.lib.landing import is_day
 from pipelines.lib.paths import DataHome
 
 # DuckDB's read_parquet and Polars' scans expand these in a path, so a home holding them reads no files.
@@ -94,7 +94,7 @@ def check_query_params(defaults: dict[str, object], params: dict[str, str]) -> N
         if isinstance(default, int) and not isinstance(default, bool):
             if not re.fullmatch(r"\s*\d+\s*", value) or int(value) < 1:
                 raise UsageError(f"--param {key}={value!r}: expected a whole number >= 1 (default {default})")
-        elif isinstance(default, str) and _is_day(default) and not _is_day(value):
+        elif isinstance(default, str) and is_day(default.strip()) and not is_day(value.strip()):
             raise UsageError(f"--param {key}={value!r}: expected a date YYYY-MM-DD (default {default})")
 
 
@@ -125,14 +125,6 @@ def is_finite_or_text(value: object) -> bool:
         except ValueError:
             return True
     return True
-
-
-def _is_day(text: str) -> bool:
-    try:
-        dt.date.fromisoformat(text.strip())
-    except ValueError:
-        return False
-    return bool(re.fullmatch(r"\d{4}-\d{2}-\d{2}", text.strip()))
 
 
 def _one_line(text: str) -> str:

@@ -170,3 +170,18 @@ def test_delivering_a_folder_never_reads_through_links_or_fifos(tmp_path, home, 
     }
     assert "stolen" not in "".join(q["message"].to_list() + [r or "" for r in q["raw_record"].to_list()])
     assert summary.misplaced == ["acme/latest/runs.jsonl"]
+
+
+def test_the_same_delivery_in_two_days_ingested_at_once_is_accepted_once(landed, hw, small_day):
+    _copy_day(landed, "synthetic", NEXT_DAY)
+    threads = [
+        threading.Thread(target=ingest_partition, args=(landed, d, hw.platforms)) for d in (DAY, NEXT_DAY)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    runs = pl.concat([lake.read_partition(landed, "runs", d) for d in (DAY, NEXT_DAY)])
+    samples = sum(lake.read_partition(landed, "utilisation_samples", d).height for d in (DAY, NEXT_DAY))
+    assert runs.height == small_day.runs.height and runs["run_id"].is_unique().all()
+    assert samples == small_day.samples.height
