@@ -13,8 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from synthetic_fleet import defaults
 from synthetic_fleet.catalog import HardwareCatalog, ModelSpec
-from synthetic_fleet.model import RESOURCES, ROLES, predict_frame
+from synthetic_fleet.model import RESOURCES, ROLES, predict_frame, required_gb
 from synthetic_fleet.quality import normalized_entropy
 
 SAMPLE_INTERVAL_S = 300
@@ -73,7 +74,10 @@ def sample_runs(
                         "interaction",
                     )
                 },
-                **{f"batch_{p}": m.batch_size.get(p, 512) for p in plats},
+                **{
+                    f"batch_{p}": defaults.batch_for(dict(m.batch_size), p, hw.platforms[p].gpus)
+                    for p in plats
+                },
             }
             for m in models.values()
         ]
@@ -103,7 +107,7 @@ def sample_runs(
         .to_series()
         .to_numpy()
     )
-    fits_hbm = emb_gb <= hbm_cap
+    fits_hbm = required_gb(emb_gb) <= hbm_cap
     alt = rng.random(n_runs)
     placement = np.where(
         platform == "cpu",
@@ -125,7 +129,7 @@ def sample_runs(
     # PS counts follow memory needs: tables plus optimizer state at a fill each team picks (wide, like the
     # paper's Fig. 9), so they are more dispersed than trainer counts.
     fill = rng.uniform(0.12, 0.6, n_runs)
-    sparse_ps = np.where(uses_ps, np.ceil(2 * emb_gb / (hw.ps_server_gb * fill)), 0).astype(int)
+    sparse_ps = np.where(uses_ps, np.ceil(required_gb(emb_gb) / (hw.ps_server_gb * fill)), 0).astype(int)
     dense_ps = np.where(is_cpu, rng.integers(1, 5, n_runs), 0)
     readers = np.where(
         is_cpu,
@@ -190,7 +194,9 @@ def sample_runs(
     power = pred.get_column("power_w").to_numpy() * rng.normal(1.0, 0.03, n_runs)
     # Normalized entropy (paper Fig. 15): GPU runs at fixed tuning regress with batch size against the CPU batch.
     cpu_batch = (
-        joined.get_column("batch_cpu").to_numpy() if "batch_cpu" in joined.columns else np.full(n_runs, 512)
+        joined.get_column("batch_cpu").to_numpy()
+        if "batch_cpu" in joined.columns
+        else np.full(n_runs, defaults.BATCH_CPU)
     )
     ne = normalized_entropy(model.astype(str), ~is_cpu, batch, cpu_batch) * (
         1 + rng.normal(0, 0.0005, n_runs)
