@@ -143,7 +143,8 @@ def suite_row(
     width: int = 512,
     lookups: float = 20.0,
 ) -> dict[str, Any]:
-    """The paper's configurable test suite (dense 64-4096, sparse 4-128, hash 100,000, <=32 lookups, MLP 512^3)."""
+    """The paper's configurable test suite (dense 64-4096, sparse 4-128, hash 100,000, <=32 lookups,
+    MLP 512^3)."""
     dim = 64
     on_cpu = platform == "cpu"
     row = {
@@ -259,7 +260,8 @@ def evaluate(
     )
     add(
         "t8",
-        f"M1 {gb[0]:.0f} GB, M2 {gb[1]:.0f} GB fit one Big Basin; M3 {gb[2]:.0f} GB does not, fits Zion: {ok8}",
+        f"M1 {gb[0]:.0f} GB, M2 {gb[1]:.0f} GB fit one Big Basin; M3 {gb[2]:.0f} GB does not, "
+        f"fits Zion: {ok8}",
         ok8,
     )
     look = {m: models[m].mean_lookups_per_table for m in ("M1prod", "M2prod", "M3prod")}
@@ -317,8 +319,8 @@ def evaluate(
     )
     add(
         "t11",
-        "BB gpu_hbm > Zion gpu_hbm, Zion system_memory > BB system_memory (M1, M2); remote_ps best only where nothing "
-        f"else fits: {ok11}",
+        "BB gpu_hbm > Zion gpu_hbm, Zion system_memory > BB system_memory (M1, M2); remote_ps best only "
+        f"where nothing else fits: {ok11}",
         ok11,
     )
     factor = (
@@ -394,7 +396,8 @@ def _fleet_targets(targets: dict, add: Callable) -> None:
     d_t, d_p = counts["n_trainers"].n_unique(), counts["n_sparse_ps"].n_unique()
     add(
         "t17",
-        f"distinct: PS {d_p} vs trainers {d_t}; CV: PS {cv('n_sparse_ps'):.2f} vs trainers {cv('n_trainers'):.2f}",
+        f"distinct: PS {d_p} vs trainers {d_t}; "
+        f"CV: PS {cv('n_sparse_ps'):.2f} vs trainers {cv('n_trainers'):.2f}",
         d_p > d_t and cv("n_sparse_ps") > cv("n_trainers"),
     )
     med = (
@@ -458,7 +461,8 @@ def _test_suite_targets(hw: HardwareCatalog, coef: Coefficients, add: Callable) 
     ppw = g["ratio"] / POWER_RATIO
     add(
         "t22",
-        f"perf/W vs a CPU server: {ppw.max():.2f} at the dense-heavy corner (max {corner / POWER_RATIO:.2f}), "
+        f"perf/W vs a CPU server: {ppw.max():.2f} at the dense-heavy corner "
+        f"(max {corner / POWER_RATIO:.2f}), "
         f"min {ppw.min():.2f}",
         abs(corner - g["ratio"].max()) < 1e-9 and corner / POWER_RATIO > 1 and ppw.min() < 1,
         "highest at (4096 dense, 4 sparse), > 1 there, < 1 somewhere",
@@ -486,7 +490,8 @@ def _test_suite_targets(hw: HardwareCatalog, coef: Coefficients, add: Callable) 
     )
     add(
         "t23",
-        f"optimal batch CPU {o[('cpu', 4096)]}/{o[('cpu', 64)]}, Big Basin {o[('big_basin', 4096)]}/{o[('big_basin', 64)]} "
+        f"optimal batch CPU {o[('cpu', 4096)]}/{o[('cpu', 64)]}, "
+        f"Big Basin {o[('big_basin', 4096)]}/{o[('big_basin', 64)]} "
         f"(dense 4096 x sparse 4 / 64 x 128); Big Basin x{gpu[1] / gpu[0]:.2f} from batch 25 to 50",
         ok23,
     )
@@ -516,7 +521,8 @@ def _test_suite_targets(hw: HardwareCatalog, coef: Coefficients, add: Callable) 
     ok25 = c[-1] / c[0] < b[-1] / b[0] and c[1] / c[0] >= 0.9 and b[1] / b[0] >= 0.9
     add(
         "t25",
-        f"widest/narrowest: CPU x{c[-1] / c[0]:.2f}, Big Basin x{b[-1] / b[0]:.2f}; 16->32: CPU x{c[1] / c[0]:.2f}, "
+        f"widest/narrowest: CPU x{c[-1] / c[0]:.2f}, Big Basin x{b[-1] / b[0]:.2f}; "
+        f"16->32: CPU x{c[1] / c[0]:.2f}, "
         f"Big Basin x{b[1] / b[0]:.2f}",
         ok25,
     )
@@ -528,7 +534,7 @@ def _quality_targets(add: Callable) -> None:
     add(
         "t26",
         "GPU-vs-CPU NE gap at fixed tuning: "
-        + ", ".join(f"{b}: {g * 100:.2f}%" for b, g in zip(batches, gap))
+        + ", ".join(f"{b}: {g * 100:.2f}%" for b, g in zip(batches, gap, strict=True))
         + f"; threshold {REGRESSION_THRESHOLD * 100:.1f}%",
         bool(np.all(np.diff(gap) > 0)) and gap[0] <= REGRESSION_THRESHOLD,
     )
@@ -547,7 +553,7 @@ def fit(start: Coefficients = DEFAULT) -> Coefficients:
     targets = load_targets()
 
     def residuals(logv: np.ndarray) -> np.ndarray:
-        coef = replace(start, **{k: float(np.exp(v)) for k, v in zip(FIT, logv)})
+        coef = replace(start, **{k: float(np.exp(v)) for k, v in zip(FIT, logv, strict=True)})
         prod = production_ratios(models, hw, coef)
         return np.array(
             [
@@ -559,4 +565,4 @@ def fit(start: Coefficients = DEFAULT) -> Coefficients:
         )
 
     sol = least_squares(residuals, np.log([getattr(start, k) for k in FIT]), method="trf")
-    return replace(start, **{k: float(np.exp(v)) for k, v in zip(FIT, sol.x)})
+    return replace(start, **{k: float(np.exp(v)) for k, v in zip(FIT, sol.x, strict=True)})

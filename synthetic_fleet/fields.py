@@ -58,6 +58,20 @@ def shape_fields() -> tuple[str, ...]:
     return tuple(f for f in workload_fields() if f not in ("model_name", "batch_size"))
 
 
+def workload_keys() -> tuple[str, ...]:
+    """A workload's fields as the recommender and workload files use them: the contract's workload
+    fields but the batch (chosen per platform) plus the model-only fields."""
+    return (*workload_fields()[:-1], *MODEL_ONLY)
+
+
+@cache
+def numeric_features() -> tuple[str, ...]:
+    """Numeric workload and system columns a fleet correction can learn from (the lookup exponent is
+    left out: public traces rarely know it)."""
+    shape = [f for f in shape_fields() if spec(f)["type"] != "string" and f != "lookup_power_law_alpha"]
+    return (*shape, "batch_size", *SERVER_COUNTS)
+
+
 def settable_fields() -> tuple[str, ...]:
     """Fields a what-if or recommendation may override: workload, server counts, precision."""
     return (*workload_fields()[1:], *SERVER_COUNTS, *MODEL_ONLY)

@@ -47,6 +47,9 @@ BYTES_FP32 = 4
 BYTES_INDEX = 8
 BWD_FACTOR = 3.0  # forward gather + backward scatter + optimizer update (TorchRec: 1 + 2)
 HALF_PRECISIONS = ("fp16", "bf16")
+GB = 1e9  # bytes per GB (the catalogs' GB and GB/s are 10^9)
+TERA = 1e12  # FLOP/s per TFLOP/s
+TINY = 1e-12  # guards divisions by rates and sizes that may be zero in masked branches
 
 
 @dataclass(frozen=True)
@@ -233,7 +236,7 @@ def _harmonic(n_tables: np.ndarray, alpha: np.ndarray, head: int = 16) -> np.nda
     k = np.arange(1, head + 1, dtype=float)
     exact = ((k[None, :] ** -a[:, None]) * (k[None, :] <= t_max[:, None])).sum(axis=1)
     lo, hi = head + 1.0, t_max
-    near_one = np.abs(a - 1.0) < 1e-9
+    near_one = np.abs(a - 1.0) < TINY
     safe = np.where(near_one, 2.0, a)
     integral = np.where(near_one, np.log(hi / lo), (hi ** (1 - safe) - lo ** (1 - safe)) / (1 - safe))
     tail = integral + 0.5 * (lo**-a + hi**-a) + a / 12 * (lo ** (-a - 1) - hi ** (-a - 1))
@@ -362,7 +365,7 @@ def _common(c: dict[str, np.ndarray], placement: np.ndarray, coef: Coefficients)
         "train_bytes": BWD_FACTOR * c["gather_bytes_per_example"],
         # indices out, pooled vectors back, pooled gradients out
         "remote_bytes": c["index_bytes_per_example"] + 2 * c["pooled_bytes_per_example"],
-        "nic": c["hw_nic_gb_per_s"] * 1e9 * coef.eta_net,  # usable NIC of one server, bytes/s
+        "nic": c["hw_nic_gb_per_s"] * GB * coef.eta_net,  # usable NIC of one server, bytes/s
         "host_locality": 1.0 / (1.0 + c["required_gb"] / n_srv / coef.cpu_locality_gb),
     }
 
@@ -375,20 +378,20 @@ def _sparse_ps_stage(c: dict, k: dict, ps: Platform, coef: Coefficients) -> dict
     imbalance = np.maximum(1.0, np.maximum(n_ps, 1) * hot_share / coef.hot_table_split)
     locality = 1.0 / (1.0 + c["required_gb"] / np.maximum(n_ps, 1) / coef.cpu_locality_gb)
     dram_bytes = coef.ps_gamma * c["gather_bytes_per_example"] + coef.ps_copy_factor * k["remote_bytes"]
-    rate_mem = n_ps * ps.dram_bw_gb_per_s * 1e9 * coef.eta_ps_dram * locality / (dram_bytes * imbalance)
-    ps_nic = ps.nic_gb_per_s * 1e9 * coef.eta_net
+    rate_mem = n_ps * ps.dram_bw_gb_per_s * GB * coef.eta_ps_dram * locality / (dram_bytes * imbalance)
+    ps_nic = ps.nic_gb_per_s * GB * coef.eta_net
     rate_net = n_ps * ps_nic / (k["remote_bytes"] * imbalance)
     # A tier with no servers is not a separate constraint: 0 sparse PS means "as many as needed" (as in
     # fit_frame), 0 readers means trainers read their own data, 0 dense PS means trainers sync directly.
     r_ps = np.where(k["remote"] & (n_ps > 0), np.minimum(rate_mem, rate_net), np.inf)
-    r_rd = np.where(k["n_rd"] > 0, k["n_rd"] * coef.reader_gbps * 1e9 / c["input_bytes_per_example"], np.inf)
+    r_rd = np.where(k["n_rd"] > 0, k["n_rd"] * coef.reader_gbps * GB / c["input_bytes_per_example"], np.inf)
     return {"imbalance": imbalance, "rate_mem": rate_mem, "rate_net": rate_net, "r_ps": r_ps, "r_rd": r_rd}
 
 
 def _cpu_peak(c: dict, precision: np.ndarray) -> np.ndarray:
     """CPU peak FLOP/s at the workload's precision (16-bit where the CPUs have matrix units)."""
     return (
-        np.where(np.isin(precision, HALF_PRECISIONS), c["hw_cpu_fp16_tflops"], c["hw_cpu_fp32_tflops"]) * 1e12
+        np.where(np.isin(precision, HALF_PRECISIONS), c["hw_cpu_fp16_tflops"], c["hw_cpu_fp32_tflops"]) * TERA
     )
 
 
@@ -400,7 +403,7 @@ def _gpu_peak(c: dict, precision: np.ndarray) -> np.ndarray:
             [c["hw_gpu_tf32_tflops"], c["hw_gpu_fp16_tflops"]],
             default=c["hw_gpu_fp32_tflops"],
         )
-        * 1e12
+        * TERA
     )
 
 
@@ -412,7 +415,7 @@ def _cpu_trainer_stage(c: dict, k: dict, precision: np.ndarray, ps: Platform, co
     cpu_peak = _cpu_peak(c, precision) * coef.eta_c_cpu
     knee = coef.batch_knee_cpu / k["act_bytes"]
     t_mlp = batch * c["flops_per_example"] / cpu_peak * _batch_penalty(batch, knee, coef.batch_penalty_cpu)
-    dram = c["hw_dram_bw_gb_per_s"] * 1e9 * coef.eta_dram * k["host_locality"]
+    dram = c["hw_dram_bw_gb_per_s"] * GB * coef.eta_dram * k["host_locality"]
     t_gather = np.where(k["local"], batch * k["train_bytes"] / dram, 0.0)
     t_compute = coef.cpu_iter_overhead_s + t_mlp + t_gather  # one mini-batch
     lookup_net = np.where(
@@ -421,7 +424,7 @@ def _cpu_trainer_stage(c: dict, k: dict, precision: np.ndarray, ps: Platform, co
     t_net = batch * (lookup_net + 2 * k["dense_bytes"] / (batch * coef.dense_sync_batches)) / k["nic"]
     t_batch = np.maximum(t_compute, t_net) + coef.kappa * np.minimum(t_compute, t_net)
     scaling = 1.0 / (1.0 + n_srv / coef.trainer_saturation)
-    ps_nic = ps.nic_gb_per_s * 1e9 * coef.eta_net
+    ps_nic = ps.nic_gb_per_s * GB * coef.eta_net
     r_dps = np.where(
         k["n_dps"] > 0, k["n_dps"] * ps_nic * batch * coef.dense_sync_batches / (2 * k["dense_bytes"]), np.inf
     )
@@ -446,13 +449,13 @@ def _gpu_embedding(c: dict, k: dict, placement: np.ndarray, coef: Coefficients, 
     pooled, train_bytes = c["pooled_bytes_per_example"], k["train_bytes"]
     hbm_usable_per_gpu = c["hw_hbm_gb_per_gpu"] * (1 - hbm_reserve)
     # GPUs the tables span: a table set that fits one GPU is replicated (no exchange); else it is sharded.
-    span = np.clip(np.ceil(c["required_gb"] / np.maximum(hbm_usable_per_gpu, 1e-9)), 1, gpus)
+    span = np.clip(np.ceil(c["required_gb"] / np.maximum(hbm_usable_per_gpu, TINY)), 1, gpus)
     gpu_locality = 1.0 / (
         1.0 + np.minimum(c["required_gb"] / span, hbm_usable_per_gpu) / coef.gpu_locality_gb
     )
-    hbm_bw = gpus * c["hw_hbm_bw_gb_per_s_per_gpu"] * 1e9 * coef.eta_hbm * gpu_locality
-    pcie = gpus * c["hw_pcie_gb_per_s"] * 1e9
-    dram_bw = n_srv * c["hw_dram_bw_gb_per_s"] * 1e9 * coef.eta_dram * k["host_locality"]
+    hbm_bw = gpus * c["hw_hbm_bw_gb_per_s_per_gpu"] * GB * coef.eta_hbm * gpu_locality
+    pcie = gpus * c["hw_pcie_gb_per_s"] * GB
+    dram_bw = n_srv * c["hw_dram_bw_gb_per_s"] * GB * coef.eta_dram * k["host_locality"]
     host_pools = c["hw_host_pooling"] > 0  # declared per platform (schemas/catalog/hardware.yaml)
     # Host tables are sharded over the servers' DRAM: pooled vectors (and their gradients) of rows on
     # other servers cross the NICs.
@@ -463,11 +466,11 @@ def _gpu_embedding(c: dict, k: dict, placement: np.ndarray, coef: Coefficients, 
         batch * train_bytes / (pcie * coef.eta_uvm),
     )
     hbm_usable = c["hw_gpus"] * hbm_usable_per_gpu * n_srv
-    hbm_share = np.clip(hbm_usable / np.maximum(c["required_gb"], 1e-9), 0, 1)
+    hbm_share = np.clip(hbm_usable / np.maximum(c["required_gb"], TINY), 0, 1)
     # Remote PS: the GPU server's host moves indices out and pooled rows in, and issues per-table requests.
     remote_net = batch * k["remote_bytes"] / (n_srv * k["nic"])
     remote_host = (
-        batch * k["remote_bytes"] / (coef.host_copy_gbps * 1e9 * n_srv)
+        batch * k["remote_bytes"] / (coef.host_copy_gbps * GB * n_srv)
         + k["n_tab"] * coef.host_table_overhead_s
         + 2 * coef.remote_rtt_s
     )
@@ -510,7 +513,7 @@ def _gpu_communication(c: dict, k: dict, placement: np.ndarray, span: np.ndarray
     per_server = np.maximum(c["hw_gpus"], 1)
     # GPU-GPU link; without one (0), traffic goes through the host over PCIe.
     link = np.where(c["hw_gpu_link_gb_per_s"] > 0, c["hw_gpu_link_gb_per_s"], c["hw_pcie_gb_per_s"])
-    link = link.clip(1e-9) * 1e9
+    link = link.clip(TINY) * GB
     sharded = np.isin(placement, ["gpu_hbm", "hybrid"]) & (span > 1)
     # Each GPU sends its share of every sharded table's pooled output to every other GPU, fwd and bwd.
     a2a_gpu = np.where(sharded, 2 * (batch / gpus) * c["pooled_bytes_per_example"] * (gpus - 1) / gpus, 0.0)
@@ -631,8 +634,8 @@ def _terms(k: dict, sps: dict, cpu: dict, gpu: dict, thr: np.ndarray) -> dict[st
         "t_embedding_s": np.where(is_gpu, gpu["t_emb"], cpu_emb),
         "t_network_s": np.where(is_gpu, gpu["t_comm"], cpu["t_net"]),
         "t_overhead_s": np.where(is_gpu, gpu["t_ovh"], 0.0),
-        "t_reader_s": per_iter / np.maximum(sps["r_rd"], 1e-12),
-        "t_iteration_s": per_iter / np.maximum(thr, 1e-12),
+        "t_reader_s": per_iter / np.maximum(sps["r_rd"], TINY),
+        "t_iteration_s": per_iter / np.maximum(thr, TINY),
         "t_lower_bound_s": np.where(
             is_gpu, gpu["lo"] + gpu["t_ovh"], np.maximum(cpu["t_compute"], cpu["t_net"])
         ),
@@ -652,9 +655,19 @@ def _utilisation(
     coef: Coefficients,
 ) -> dict[tuple[str, str], np.ndarray]:
     """Mean utilisation per role and resource: demand over capacity (shape constants in SHAPE)."""
+    util = {
+        **_trainer_utilisation(c, k, cpu, gpu, placement, thr, coef),
+        **_server_utilisation(c, k, sps, cpu, thr, ps, coef),
+    }
+    return {key: np.clip(v, 0, 1) for key, v in util.items()}
+
+
+def _trainer_utilisation(
+    c: dict, k: dict, cpu: dict, gpu: dict, placement: np.ndarray, thr: np.ndarray, coef: Coefficients
+) -> dict[tuple[str, str], np.ndarray]:
+    """Trainers: CPU, memory, network and (GPU platforms) GPU busy shares."""
     is_gpu, batch, n_srv, remote = k["is_gpu"], k["batch"], k["n_srv"], k["remote"]
     s = SHAPE
-    load = lambda rate: np.clip(thr / np.maximum(rate, 1e-12), 0, 1)  # noqa: E731
     busy = lambda t: np.clip(thr * t / batch, 0, 1)  # noqa: E731
     per_trainer = thr / n_srv
     cpu_busy = np.clip(
@@ -690,13 +703,13 @@ def _utilisation(
             np.clip(c["required_gb"] / (n_srv * dram_gb), 0, 1) + s.mem_headroom,
             coef.trainer_mem_base
             + (dense_bytes * s.weights_copies + batch * k["act_bytes"] * s.activation_copies)
-            / (dram_gb * 1e9),
+            / (dram_gb * GB),
         ),
         ("trainer", "mem_bw"): np.where(
             is_gpu,
             np.where(
                 k["local"],
-                np.clip(thr * k["train_bytes"] / np.maximum(gpu["dram_bw"], 1e-12), 0, 1),
+                np.clip(thr * k["train_bytes"] / np.maximum(gpu["dram_bw"], TINY), 0, 1),
                 s.other_bw,
             ),
             s.cpu_trainer_mem_bw_base + s.cpu_trainer_mem_bw_span * cpu_busy,
@@ -714,13 +727,24 @@ def _utilisation(
             + s.mem_headroom,
             np.nan,
         ),
+    }
+    return util
+
+
+def _server_utilisation(
+    c: dict, k: dict, sps: dict, cpu: dict, thr: np.ndarray, ps: Platform, coef: Coefficients
+) -> dict[tuple[str, str], np.ndarray]:
+    """Sparse PS, dense PS and readers: load on the binding resource, the rest following it."""
+    remote, s = k["remote"], SHAPE
+    load = lambda rate: np.clip(thr / np.maximum(rate, TINY), 0, 1)  # noqa: E731
+    util = {
         ("sparse_ps", "mem_bw"): np.where(remote, load(sps["rate_mem"] * sps["imbalance"]), 0.0),
         ("sparse_ps", "net_bw"): np.where(remote, load(sps["rate_net"] * sps["imbalance"]), 0.0),
         ("sparse_ps", "mem_cap"): np.where(
             remote, coef.ps_mem_base + c["required_gb"] / (np.maximum(k["n_ps"], 1) * ps.dram_gb), 0.0
         ),
         ("dense_ps", "net_bw"): load(cpu["r_dps"]),
-        ("dense_ps", "mem_cap"): s.dps_mem_base + dense_bytes * s.dps_weights_copies / (ps.dram_gb * 1e9),
+        ("dense_ps", "mem_cap"): s.dps_mem_base + k["dense_bytes"] * s.dps_weights_copies / (ps.dram_gb * GB),
         ("reader", "cpu"): load(sps["r_rd"]),
         ("reader", "mem_cap"): np.full(k["n"], s.reader_mem_cap),
     }
@@ -730,7 +754,7 @@ def _utilisation(
     util[("dense_ps", "mem_bw")] = s.dps_mem_bw_base + s.dps_mem_bw_per_net * util[("dense_ps", "net_bw")]
     util[("reader", "mem_bw")] = s.reader_mem_bw_base + s.reader_mem_bw_per_cpu * util[("reader", "cpu")]
     util[("reader", "net_bw")] = s.reader_net_base + s.reader_net_per_cpu * util[("reader", "cpu")]
-    return {key: np.clip(v, 0, 1) for key, v in util.items()}
+    return util
 
 
 def _power(c: dict, k: dict, util: dict, ps: Platform) -> dict[str, np.ndarray]:

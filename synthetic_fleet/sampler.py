@@ -192,7 +192,8 @@ def sample_runs(
     noise = rng.lognormal(0.0, 0.08, n_runs)
     thr = pred.get_column("throughput_eps").to_numpy() * noise
     power = pred.get_column("power_w").to_numpy() * rng.normal(1.0, 0.03, n_runs)
-    # Normalized entropy (paper Fig. 15): GPU runs at fixed tuning regress with batch size against the CPU batch.
+    # Normalized entropy (paper Fig. 15): GPU runs at fixed tuning regress with batch size against the CPU
+    # batch.
     cpu_batch = (
         joined.get_column("batch_cpu").to_numpy()
         if "batch_cpu" in joined.columns
@@ -290,10 +291,12 @@ def sample_utilisation(runs: pl.DataFrame, seed: int, day: str, hw: HardwareCata
     n_srv = servers.height
     skew = servers.get_column("role").replace_strict(ROLE_SKEW, return_dtype=pl.Float64).to_numpy()
     noise_sd = servers.get_column("role").replace_strict(ROLE_NOISE, return_dtype=pl.Float64).to_numpy()
-    # Server-level multiplier: lognormal, right-skewed for parameter servers (hot shards), plus rare stragglers.
+    # Server-level multiplier: lognormal, right-skewed for parameter servers (hot shards), plus rare
+    # stragglers.
     straggler = servers.get_column("role").replace_strict(STRAGGLER_SHARE, return_dtype=pl.Float64).to_numpy()
     server_mult = rng.lognormal(0.0, skew, n_srv) * np.where(rng.random(n_srv) < straggler, 0.5, 1.0)
-    # Power per server from its platform's idle/peak watts (trainers of GPU runs are GPU servers; the rest CPU servers).
+    # Power per server from its platform's idle/peak watts (trainers of GPU runs are GPU servers; the rest
+    # CPU servers).
     server_platform = (
         pl.when(pl.col("role") == "trainer").then(pl.col("platform")).otherwise(pl.lit(hw.remote_ps_platform))
     )

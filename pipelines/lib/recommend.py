@@ -45,17 +45,6 @@ SAMPLED = (
     "host_copy_gbps",
     "kappa",
 )
-# Numeric workload and system columns the correction learns from (alpha is often unknown in traces).
-FEATURES = (
-    *(
-        f
-        for f in fields.shape_fields()
-        if fields.spec(f)["type"] != "string" and f != "lookup_power_law_alpha"
-    ),
-    "batch_size",
-    *fields.SERVER_COUNTS,
-)
-WORKLOAD_FIELDS = (*fields.workload_fields()[:-1], "precision")  # batch is per platform (see batch_on)
 
 
 # ------------------------------------------------------------------------------------- fleet context
@@ -75,7 +64,7 @@ class Fleet:
             & (pl.col("throughput_eps") > 0)
             & pl.col("platform").is_in(modelled)
             & pl.col("placement").is_not_null()
-            & pl.all_horizontal(pl.col(list(FEATURES)).is_not_null())
+            & pl.all_horizontal(pl.col(list(fields.numeric_features())).is_not_null())
         )
         return cls(usable)
 
@@ -125,7 +114,7 @@ class Correction:
 def _feature_frame(frame: pl.DataFrame, p50: np.ndarray, options: list[str]) -> np.ndarray:
     """Numeric workload/system features, log of the analytical P50, and one indicator per known option
     (platform/placement, in the fixed order ``options``; an option not among them gets all zeros)."""
-    num = frame.select([pl.col(c).cast(pl.Float64) for c in FEATURES]).to_numpy()
+    num = frame.select([pl.col(c).cast(pl.Float64) for c in fields.numeric_features()]).to_numpy()
     cat = _option(frame)
     onehot = (
         np.stack([(cat == o) for o in options], axis=1).astype(float) if options else np.empty((len(cat), 0))
@@ -218,7 +207,7 @@ def fit_correction(fleet: Fleet, hw: HardwareCatalog, coef: Coefficients = DEFAU
 
 def workload_of_model(spec: ModelSpec) -> dict[str, Any]:
     """A catalog model as a workload: its shape, its batch per platform and its production CPU setup."""
-    return {k: spec.name if k == "model_name" else getattr(spec, k) for k in WORKLOAD_FIELDS} | {
+    return {k: spec.name if k == "model_name" else getattr(spec, k) for k in fields.workload_keys()} | {
         "batch_map": dict(spec.batch_size),
         "cpu_baseline": dict(spec.cpu_baseline) if spec.cpu_baseline else None,
     }
@@ -249,7 +238,7 @@ def candidates(
         for placement in spec.placements:
             if placement == "hybrid" and workload["embedding_gb"] <= hbm_usable:
                 continue  # the tables fit HBM: hybrid would be gpu_hbm under another name
-            row = {k: workload[k] for k in WORKLOAD_FIELDS if workload.get(k) is not None}
+            row = {k: workload[k] for k in fields.workload_keys() if workload.get(k) is not None}
             trainers = defaults.system_for(workload.get("cpu_baseline"), spec.gpus)["n_trainers"]
             if spec.gpus == 0:
                 trainers = fleet.modal(name, platform, "n_trainers") or trainers
@@ -619,7 +608,7 @@ def fleet_workloads(fleet: Fleet, models: dict[str, ModelSpec]) -> dict[str, dic
             out[name] = workload_of_model(models[name])
             continue
         fam = fleet.runs.filter(pl.col("model_name") == name)
-        shape = [k for k in WORKLOAD_FIELDS[1:] if k in fam.columns]
+        shape = [k for k in fields.workload_keys()[1:] if k in fam.columns]
         common = fam.group_by(shape).len().sort("len", descending=True).row(0, named=True)
         batches = fam.group_by("platform").agg(pl.col("batch_size").median())
         out[name] = {

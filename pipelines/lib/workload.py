@@ -15,7 +15,7 @@ from typing import Any
 import polars as pl
 import yaml
 
-from pipelines.lib.recommend import WORKLOAD_FIELDS, workload_of_model
+from pipelines.lib.recommend import workload_of_model
 from synthetic_fleet import defaults, fields
 from synthetic_fleet.catalog import CatalogError, load_models
 from synthetic_fleet.whatif import WhatIfError, apply_settings, coerce, parse_setting, pick_model
@@ -42,11 +42,11 @@ def from_config(path: Path) -> dict[str, Any]:
         raise WhatIfError(f"{path}: not valid YAML or JSON: {exc}") from None
     if not isinstance(data, dict):
         raise WhatIfError(f"{path}: expected a mapping of workload fields")
-    allowed = set(WORKLOAD_FIELDS) | set(BATCH_KEYS)
+    allowed = set(fields.workload_keys()) | set(BATCH_KEYS)
     unknown = sorted(set(data) - allowed)
     if unknown:
         raise WhatIfError(f"{path}: unknown field(s) {unknown}; valid: {', '.join(sorted(allowed))}")
-    missing = [f for f in WORKLOAD_FIELDS if f not in data and f not in OPTIONAL]
+    missing = [f for f in fields.workload_keys() if f not in data and f not in OPTIONAL]
     if missing:
         raise WhatIfError(f"{path}: missing field(s) {missing}")
     try:
@@ -73,7 +73,7 @@ def from_run(runs: pl.DataFrame, run_id: str) -> dict[str, Any]:
     if hit.is_empty():
         raise WhatIfError(f"no run {run_id!r} in the lake")
     row = hit.row(0, named=True)
-    shape = [k for k in WORKLOAD_FIELDS if k not in ("model_name", "precision")]
+    shape = [k for k in fields.workload_keys() if k not in ("model_name", "precision")]
     missing = [k for k in shape if row.get(k) is None]
     if missing:
         raise WhatIfError(

@@ -25,7 +25,7 @@ def test_a_table_set_that_does_not_fit_gets_no_throughput(hw, models):
 
 
 def test_bottleneck_moves_from_mlp_to_network(hw, models):
-    base = dict(n_trainers=16, n_sparse_ps=64, n_dense_ps=2, n_readers=32)
+    base = {"n_trainers": 16, "n_sparse_ps": 64, "n_dense_ps": 2, "n_readers": 32}
     narrow = _one(hw, system(models["M1prod"], "cpu", "remote_ps", **base))
     wide = _one(hw, system(models["M1prod"], "cpu", "remote_ps", embedding_dim=1024, **base))
     assert narrow["bottleneck"] == "mlp_compute"
