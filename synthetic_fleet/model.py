@@ -519,19 +519,18 @@ def _gpu_communication(c: dict, k: dict, placement: np.ndarray, span: np.ndarray
     a2a_gpu = np.where(sharded, 2 * (batch / gpus) * c["pooled_bytes_per_example"] * (gpus - 1) / gpus, 0.0)
     off_server = (gpus - per_server) / np.maximum(gpus - 1, 1)  # share of peers on other servers
     a2a_nic = a2a_gpu * off_server * per_server  # bytes through one server's NIC
-    t_a2a = (
-        a2a_gpu * (1 - off_server) / link
-        + a2a_nic / k["nic"]
-        + np.where(sharded, 2 * k["n_tab"] * (span - 1) * coef.a2a_message_s, 0.0)
-    )
+    t_messages = np.where(sharded, 2 * k["n_tab"] * (span - 1) * coef.a2a_message_s, 0.0)
     dense = k["dense_bytes"]
     ring_nic = np.where(n_srv > 1, 2 * (n_srv - 1) / n_srv * dense, 0.0)
-    t_allreduce = np.where(per_server > 1, 2 * (per_server - 1) / per_server * dense / link, 0.0)
-    t_allreduce = t_allreduce + ring_nic / k["nic"]
-    between = a2a_nic / k["nic"] + ring_nic / k["nic"]
+    t_links = a2a_gpu * (1 - off_server) / link
+    t_links = t_links + np.where(per_server > 1, 2 * (per_server - 1) / per_server * dense / link, 0.0)
+    t_nic = (a2a_nic + ring_nic) / k["nic"]
+    # The label names the largest part: NICs between servers, per-table messages, or GPU-link bytes.
+    parts = np.vstack([t_nic, t_messages, t_links])
+    names = np.array(["trainer_network", "exchange_latency", "gpu_communication"])
     return {
-        "t_comm": t_a2a + t_allreduce,
-        "comm_name": np.where(between > (t_a2a + t_allreduce) / 2, "trainer_network", "gpu_communication"),
+        "t_comm": parts.sum(axis=0),
+        "comm_name": names[parts.argmax(axis=0)],
         "nic_bytes": a2a_nic + ring_nic,
     }
 

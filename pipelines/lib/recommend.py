@@ -331,9 +331,10 @@ def analytic_band(
 # What relieving each bottleneck would take; `mlp_compute_cpu` is the CPU cluster's variant (no tensor cores).
 COUNTERFACTUAL = {
     "mlp_compute": "fp16 tensor-core MLPs",
-    "mlp_compute_cpu": "twice the trainers",
+    "mlp_compute_cpu": "twice the servers in every tier",
     "kernel_overhead": "one batched kernel for all {n_tables} tables",
-    "gpu_communication": "NVLink-class GPU links (150 GB/s)",
+    "gpu_communication": "GPU links twice as fast (at least NVLink-class, 150 GB/s)",
+    "exchange_latency": "one batched all-to-all for all {n_tables} tables",
     "embedding_lookup": "fp16 embedding rows (half the bytes moved)",
     "host_copy": "GPUDirect RDMA (host copies twice as fast)",
     "trainer_network": "a 100 GbE NIC on every server",
@@ -364,12 +365,21 @@ def _counterfactual_throughput(
             },
         )
 
-    fast_nic, nvlink = upgraded(nic_gb_per_s=12.5), upgraded(gpu_link_gb_per_s=150)
+    fast_nic = upgraded(nic_gb_per_s=12.5)
+    fast_links = replace(
+        hw,
+        platforms={
+            k: replace(v, gpu_link_gb_per_s=max(2 * (v.gpu_link_gb_per_s or 0), 150.0))
+            for k, v in hw.platforms.items()
+        },
+    )
+    every_tier = pl.col("n_trainers", "n_sparse_ps", "n_dense_ps", "n_readers") * 2
     variants = {
         "mlp_compute": (frame.with_columns(pl.lit("fp16").alias("precision")), hw, coef),
-        "mlp_compute_cpu": (frame.with_columns(pl.col("n_trainers") * 2), hw, coef),
+        "mlp_compute_cpu": (frame.with_columns(every_tier), hw, coef),
         "kernel_overhead": (frame, hw, replace(coef, gpu_table_overhead_s=coef.gpu_table_overhead_s / 8)),
-        "gpu_communication": (frame, nvlink, coef),
+        "gpu_communication": (frame, fast_links, coef),
+        "exchange_latency": (frame, hw, replace(coef, a2a_message_s=coef.a2a_message_s / 8)),
         "embedding_lookup": (
             frame.with_columns((pl.col("embedding_dim") // 2).alias("embedding_dim")),
             hw,
@@ -515,6 +525,7 @@ BOTTLENECK_TEXT = {
     "mlp_compute": "MLP compute",
     "kernel_overhead": "per-table GPU kernel overhead",
     "gpu_communication": "GPU-GPU communication",
+    "exchange_latency": "per-table all-to-all messages between GPUs",
     "embedding_lookup": "embedding lookups",
     "host_copy": "the GPU host's copies between NIC and GPUs (remote PS)",
     "trainer_network": "the trainers' network",

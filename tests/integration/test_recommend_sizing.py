@@ -176,7 +176,7 @@ def test_13_texts_say_what_the_option_is_limited_by(hw, models, no_fleet):
         0, named=True
     )
     assert cpu_mlp["bottleneck"] == "mlp_compute" and "tensor-core" not in cpu_mlp["explanation"]
-    assert "twice the trainers would give" in cpu_mlp["explanation"]
+    assert "twice the servers in every tier would give" in cpu_mlp["explanation"]
     drawn = res.filter(pl.col("fits") & (pl.col("power_w") > pl.col("provisioned_w")))
     assert drawn.height and all(
         "readers draw power but are not provisioned" in e for e in drawn["explanation"]
