@@ -175,14 +175,16 @@ def _check_field(name: str, field: str, v: Any, path: Path) -> None:
     """A CatalogError naming the field and its bound unless ``v`` is valid for it."""
     spec = hardware_fields()[field]
     where = f"{path}: platform {name!r} field {field}"
-    unit = f" {spec['unit']}" if spec.get("unit") else ""
+    unit = f" {spec['unit']}" if spec.get("unit") not in (None, "count") else ""
     if spec["type"] in ("number", "int"):
-        ok = not isinstance(v, bool) and isinstance(v, (int, float)) and v >= spec.get("min", 0)
+        low = spec.get("min", 0)
+        ok = not isinstance(v, bool) and isinstance(v, (int, float)) and v >= low
         if ok and spec["type"] == "int":
             ok = float(v).is_integer()
         if not ok:
-            kind = "a whole number" if spec["type"] == "int" else "a number"
-            raise CatalogError(f"{where} must be {kind} >= {spec.get('min', 0)}{unit}, got {v!r}")
+            kind = "whole number" if spec["type"] == "int" else "number"
+            sign = "non-negative " if low == 0 else ""
+            raise CatalogError(f"{where} must be a {sign}{kind} (>= {low}{unit}), got {v!r}")
     elif spec["type"] == "bool" and not isinstance(v, bool):
         raise CatalogError(f"{where} must be true or false, got {v!r}")
     elif spec["type"] == "string" and not isinstance(v, str):
