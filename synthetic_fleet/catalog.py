@@ -37,20 +37,6 @@ def optional_fields() -> dict[str, Any]:
     return {k: f["default"] for k, f in hardware_fields().items() if f["model"] == "optional"}
 
 
-MODEL_FIELDS = (
-    "n_dense_features",
-    "n_sparse_features",
-    "n_tables",
-    "embedding_dim",
-    "embedding_gb",
-    "mean_lookups_per_table",
-    "bottom_mlp",
-    "top_mlp",
-    "interaction",
-    "batch_size",
-)
-
-
 class CatalogError(ValueError):
     """A catalog file is malformed."""
 
@@ -275,9 +261,11 @@ def _model(name: str, spec: Any, path: Path) -> ModelSpec:
 
     if not isinstance(spec, Mapping):
         raise CatalogError(f"{path}: model {name!r} must be a mapping of fields")
+    # The runs contract's workload fields; the lookup exponent is optional (a default).
+    model_fields = [f for f in fields.workload_fields()[1:] if f != "lookup_power_law_alpha"]
     extra = {"description", "share", "cpu_baseline", "lookup_power_law_alpha", "precision"}
-    unknown = sorted(set(spec) - set(MODEL_FIELDS) - extra)
-    missing = [f for f in MODEL_FIELDS if f not in spec]
+    unknown = sorted(set(spec) - set(model_fields) - extra)
+    missing = [f for f in model_fields if f not in spec]
     if unknown or missing:
         raise CatalogError(
             f"{path}: model {name!r} " + (f"lacks {missing}" if missing else f"has unknown fields {unknown}")
@@ -286,7 +274,7 @@ def _model(name: str, spec: Any, path: Path) -> ModelSpec:
     if not isinstance(batch, Mapping) or not batch:
         raise CatalogError(f"{path}: model {name!r} field batch_size must map platforms to batches")
     try:
-        checked = {f: fields.check(f, spec[f]) for f in MODEL_FIELDS if f != "batch_size"}
+        checked = {f: fields.check(f, spec[f]) for f in model_fields if f != "batch_size"}
         checked["batch_size"] = {p: fields.check("batch_size", b) for p, b in batch.items()}
         opt = {f: fields.check(f, spec[f]) for f in ("lookup_power_law_alpha", "precision") if f in spec}
         baseline = spec.get("cpu_baseline")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from synthetic_fleet import defaults
+from synthetic_fleet import defaults, fields
 from synthetic_fleet.catalog import HardwareCatalog, ModelSpec
 from synthetic_fleet.model import RESOURCES, ROLES, predict_frame, required_gb
 from synthetic_fleet.quality import normalized_entropy
@@ -60,20 +60,7 @@ def sample_runs(
         [
             {
                 "model_name": m.name,
-                **{
-                    f: getattr(m, f)
-                    for f in (
-                        "n_dense_features",
-                        "n_sparse_features",
-                        "embedding_dim",
-                        "embedding_gb",
-                        "mean_lookups_per_table",
-                        "lookup_power_law_alpha",
-                        "bottom_mlp",
-                        "top_mlp",
-                        "interaction",
-                    )
-                },
+                **{f: getattr(m, f) for f in fields.shape_fields() if f != "n_tables"},
                 **{
                     f"batch_{p}": defaults.batch_for(dict(m.batch_size), p, hw.platforms[p].gpus)
                     for p in plats
