@@ -330,17 +330,20 @@ def cmd_whatif(args: argparse.Namespace) -> int:
             print(
                 (f"{r['sweep_value']:>18} " if sweep else "")
                 + f"{r['platform']:<10} {r['placement']:<14} {fit:<22} "
-                f"{_fmt_num(r['throughput_eps']):>11} {_fmt_num(r['eps_per_w']):>7}  {r['bottleneck'] or '-'}{mark}"
+                f"{_fmt_num(r['throughput_eps']):>11} {_fmt_num(r['eps_per_w']):>7}  "
+                f"{r['bottleneck'] or '-'}{mark}"
             )
         print("* best placement on that platform")
         return 0
     r = rows[0]
     print(
-        f"{model.name} on {r['platform']} with {r['placement']} (batch {r['batch_size']}, trainers {r['n_trainers']}, "
-        f"sparse PS {r['n_sparse_ps']}, dense PS {r['n_dense_ps']}, readers {r['n_readers']})"
+        f"{model.name} on {r['platform']} with {r['placement']} (batch {r['batch_size']}, "
+        f"trainers {r['n_trainers']}, sparse PS {r['n_sparse_ps']}, dense PS {r['n_dense_ps']}, "
+        f"readers {r['n_readers']})"
     )
     print(
-        f"  tables + optimizer state: {r['required_gb']:,.1f} GB in {r['tier']} of {r['capacity_gb']:,.1f} GB usable -> "
+        f"  tables + optimizer state: {r['required_gb']:,.1f} GB in {r['tier']} "
+        f"of {r['capacity_gb']:,.1f} GB usable -> "
         + (
             f"fits, headroom {r['headroom']:.0%}"
             if r["fits"]
