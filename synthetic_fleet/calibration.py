@@ -530,7 +530,7 @@ def _test_suite_targets(hw: HardwareCatalog, coef: Coefficients, add: Callable) 
 
 def _quality_targets(add: Callable) -> None:
     batches = np.array([1600, 3200, 6400, 12800, 25600, 51200])
-    gap = relative_gap(batches, np.full(batches.size, 512))
+    gap = relative_gap(batches, np.full(batches.size, defaults.BATCH_CPU))
     add(
         "t26",
         "GPU-vs-CPU NE gap at fixed tuning: "
