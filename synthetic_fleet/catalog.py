@@ -1,48 +1,40 @@
-"""Hardware and model catalogs: data files a user can extend with their own machines and models."""
+"""Hardware and model catalogs: data files a user can extend with their own machines and models.
+
+Every hardware field, its unit, default and what the workload model uses it for is documented once, in
+schemas/catalog/hardware.yaml; this module derives the platform fields and their validation from it.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from synthetic_fleet import defaults
+
 CATALOG_DIR = Path(__file__).resolve().parent / "catalog"
+HARDWARE_SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "catalog" / "hardware.yaml"
 PLACEMENTS = ("gpu_hbm", "system_memory", "remote_ps", "hybrid")
 
-PLATFORM_FIELDS = (
-    "sockets",
-    "cores",
-    "cpu_fp32_tflops",
-    "dram_gb",
-    "dram_bw_gb_per_s",
-    "gpus",
-    "hbm_gb_per_gpu",
-    "hbm_bw_gb_per_s_per_gpu",
-    "gpu_fp32_tflops",
-    "gpu_link_gb_per_s",
-    "pcie_gb_per_s",
-    "nic_gb_per_s",
-    "idle_w",
-    "peak_w",
-)
-# Observed platforms (e.g. from public traces) may know only some figures; the rest are null and such a
-# platform is not modelled (no placements, no predictions) until a user fills them in.
-REQUIRED_PLATFORM_FIELDS = ("gpus",)
-MODEL_FIELDS = (
-    "n_dense_features",
-    "n_sparse_features",
-    "n_tables",
-    "embedding_dim",
-    "embedding_gb",
-    "mean_lookups_per_table",
-    "bottom_mlp",
-    "top_mlp",
-    "interaction",
-    "batch_size",
-)
+
+@cache
+def hardware_fields() -> dict[str, dict[str, Any]]:
+    """Field name -> its entry in schemas/catalog/hardware.yaml (type, min, unit, model use, default)."""
+    return {f["name"]: f for f in yaml.safe_load(HARDWARE_SCHEMA.read_text(encoding="utf-8"))["fields"]}
+
+
+def needed_fields() -> tuple[str, ...]:
+    """Figures the workload model needs: a platform with placements must give them all."""
+    return tuple(k for k, f in hardware_fields().items() if f["model"] in ("required", "always"))
+
+
+def optional_fields() -> dict[str, Any]:
+    """Figures with a default: a value, or the name of the field whose value it copies."""
+    return {k: f["default"] for k, f in hardware_fields().items() if f["model"] == "optional"}
 
 
 class CatalogError(ValueError):
@@ -69,6 +61,10 @@ class Platform:
     nic_gb_per_s: float | None = None
     idle_w: float | None = None
     peak_w: float | None = None
+    cpu_fp16_tflops: float | None = None
+    gpu_tf32_tflops: float | None = None
+    gpu_fp16_tflops: float | None = None
+    host_pooling: bool = False
     placements: tuple[str, ...] = ()
     source: str = "catalog"
 
@@ -79,7 +75,7 @@ class Platform:
     @property
     def modelled(self) -> bool:
         """Every figure the workload model needs is known."""
-        return bool(self.placements) and all(getattr(self, f) is not None for f in PLATFORM_FIELDS)
+        return bool(self.placements) and all(getattr(self, f) is not None for f in needed_fields())
 
 
 @dataclass(frozen=True)
@@ -127,9 +123,13 @@ class ModelSpec:
     batch_size: Mapping[str, int]
     share: float
     cpu_baseline: Mapping[str, int] | None = None
+    precision: str = defaults.PRECISION
 
-    def workload(self, platform: str) -> dict[str, Any]:
-        """The workload columns of a run of this model on ``platform`` (its default batch there)."""
+    def workload(self, platform: str, gpus: int | None = None) -> dict[str, Any]:
+        """The workload columns of a run of this model on ``platform``: its batch there, or the default of
+        the platform kind (``gpus`` per server; needed when the batch map does not name the platform)."""
+        if gpus is None and platform not in self.batch_size:
+            raise CatalogError(f"model {self.name!r} names no batch for {platform!r}; give its GPU count")
         return {
             "model_name": self.name,
             "n_dense_features": self.n_dense_features,
@@ -142,7 +142,8 @@ class ModelSpec:
             "bottom_mlp": self.bottom_mlp,
             "top_mlp": self.top_mlp,
             "interaction": self.interaction,
-            "batch_size": int(self.batch_size.get(platform, max(self.batch_size.values()))),
+            "precision": self.precision,
+            "batch_size": defaults.batch_for(dict(self.batch_size), platform, gpus or 0),
         }
 
 
@@ -156,40 +157,63 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
+def _check_field(name: str, field: str, v: Any, path: Path) -> None:
+    """A CatalogError naming the field and its bound unless ``v`` is valid for it."""
+    spec = hardware_fields()[field]
+    where = f"{path}: platform {name!r} field {field}"
+    unit = f" {spec['unit']}" if spec.get("unit") not in (None, "count") else ""
+    if spec["type"] in ("number", "int"):
+        low = spec.get("min", 0)
+        ok = not isinstance(v, bool) and isinstance(v, (int, float)) and v >= low
+        if ok and spec["type"] == "int":
+            ok = float(v).is_integer()
+        if not ok:
+            kind = "whole number" if spec["type"] == "int" else "number"
+            sign = "non-negative " if low == 0 else ""
+            raise CatalogError(f"{where} must be a {sign}{kind} (>= {low}{unit}), got {v!r}")
+    elif spec["type"] == "bool" and not isinstance(v, bool):
+        raise CatalogError(f"{where} must be true or false, got {v!r}")
+    elif spec["type"] == "string" and not isinstance(v, str):
+        raise CatalogError(f"{where} must be text, got {v!r}")
+    elif spec["type"] == "list":
+        bad = [x for x in (v if isinstance(v, list) else [v]) if x not in spec["enum"]]
+        if bad or not isinstance(v, list):
+            raise CatalogError(f"{where} has unknown values {bad}; valid: {spec['enum']}")
+
+
 def _platform(name: str, spec: Mapping[str, Any], path: Path) -> Platform:
-    unknown = set(spec) - set(PLATFORM_FIELDS) - {"description", "placements", "source"}
+    """One platform entry, validated against schemas/catalog/hardware.yaml; optional fields get defaults."""
+    if not isinstance(spec, Mapping):
+        raise CatalogError(f"{path}: platform {name!r} must be a mapping of fields")
+    unknown = sorted(set(spec) - set(hardware_fields()))
     if unknown:
         raise CatalogError(
-            f"{path}: platform {name!r} has unknown fields {sorted(unknown)}; valid: {list(PLATFORM_FIELDS)}"
+            f"{path}: platform {name!r} has unknown fields {unknown}; valid: {sorted(hardware_fields())}"
         )
-    missing = [f for f in REQUIRED_PLATFORM_FIELDS if f not in spec]
-    if missing:
-        raise CatalogError(f"{path}: platform {name!r} lacks {missing}")
+    if spec.get("gpus") is None:
+        raise CatalogError(f"{path}: platform {name!r} field gpus is required (0 for a CPU platform)")
+    for f, v in spec.items():
+        if v is not None:
+            _check_field(name, f, v, path)
     placements = tuple(spec.get("placements") or ())
-    bad = [p for p in placements if p not in PLACEMENTS]
-    if bad:
-        raise CatalogError(
-            f"{path}: platform {name!r} has unknown placements {bad}; valid: {list(PLACEMENTS)}"
-        )
-    for f in PLATFORM_FIELDS:
-        v = spec.get(f)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0):
-            raise CatalogError(
-                f"{path}: platform {name!r} field {f} must be a non-negative number, got {v!r}"
-            )
     if spec["gpus"] == 0 and any(p in ("gpu_hbm", "hybrid") for p in placements):
-        raise CatalogError(f"{path}: platform {name!r} has no GPUs but allows a GPU placement")
-    p = Platform(
+        raise CatalogError(
+            f"{path}: platform {name!r} field placements: gpu_hbm and hybrid need gpus > 0 (gpus is 0)"
+        )
+    lacking = [f for f in needed_fields() if spec.get(f) is None]
+    if placements and lacking:
+        raise CatalogError(f"{path}: platform {name!r} lists placements but lacks {lacking} the model needs")
+    values = {f: spec.get(f) for f in (*needed_fields(), "sockets", "cores")}
+    for f, default in optional_fields().items():
+        v = spec.get(f)
+        values[f] = v if v is not None else (spec.get(default) if isinstance(default, str) else default)
+    return Platform(
         name=name,
         description=spec.get("description", ""),
         placements=placements,
         source=spec.get("source", "catalog"),
-        **{f: spec.get(f) for f in PLATFORM_FIELDS},
+        **values,
     )
-    if placements and not p.modelled:
-        lacking = [f for f in PLATFORM_FIELDS if spec.get(f) is None]
-        raise CatalogError(f"{path}: platform {name!r} lists placements but lacks {lacking} the model needs")
-    return p
 
 
 def load_hardware(extra: Path | None = None) -> HardwareCatalog:
@@ -231,20 +255,48 @@ def register_platforms(catalog_file: Path, platforms: Mapping[str, Mapping[str, 
     os.replace(tmp, catalog_file)
 
 
+def _model(name: str, spec: Any, path: Path) -> ModelSpec:
+    """One model entry, every field checked against its bounds (synthetic_fleet/fields.py)."""
+    from synthetic_fleet import fields
+
+    if not isinstance(spec, Mapping):
+        raise CatalogError(f"{path}: model {name!r} must be a mapping of fields")
+    # The runs contract's workload fields; the lookup exponent is optional (a default).
+    model_fields = [f for f in fields.workload_fields()[1:] if f != "lookup_power_law_alpha"]
+    extra = {"description", "share", "cpu_baseline", "lookup_power_law_alpha", "precision"}
+    unknown = sorted(set(spec) - set(model_fields) - extra)
+    missing = [f for f in model_fields if f not in spec]
+    if unknown or missing:
+        raise CatalogError(
+            f"{path}: model {name!r} " + (f"lacks {missing}" if missing else f"has unknown fields {unknown}")
+        )
+    batch = spec["batch_size"]
+    if not isinstance(batch, Mapping) or not batch:
+        raise CatalogError(f"{path}: model {name!r} field batch_size must map platforms to batches")
+    try:
+        checked = {f: fields.check(f, spec[f]) for f in model_fields if f != "batch_size"}
+        checked["batch_size"] = {p: fields.check("batch_size", b) for p, b in batch.items()}
+        opt = {f: fields.check(f, spec[f]) for f in ("lookup_power_law_alpha", "precision") if f in spec}
+        baseline = spec.get("cpu_baseline")
+        if baseline is not None:
+            baseline = {k: fields.check(k, v) for k, v in dict(baseline).items()}
+    except fields.FieldError as exc:
+        raise CatalogError(f"{path}: model {name!r}: {exc}") from None
+    return ModelSpec(
+        name=name,
+        description=spec.get("description", ""),
+        lookup_power_law_alpha=opt.get("lookup_power_law_alpha", defaults.LOOKUP_POWER_LAW_ALPHA),
+        precision=opt.get("precision", defaults.PRECISION),
+        share=float(spec.get("share", 0.0)),
+        cpu_baseline=baseline,
+        **checked,
+    )
+
+
 def load_models(extra: Path | None = None) -> dict[str, ModelSpec]:
-    """The built-in model catalog, extended by ``extra`` if it exists."""
+    """The built-in model catalog, extended (same name replaces) by ``extra`` if it exists."""
     specs: dict[str, ModelSpec] = {}
     for path in [CATALOG_DIR / "models.yaml"] + ([extra] if extra is not None and extra.exists() else []):
         for name, spec in (_read_yaml(path).get("models") or {}).items():
-            missing = [f for f in MODEL_FIELDS if f not in spec]
-            if missing:
-                raise CatalogError(f"{path}: model {name!r} lacks {missing}")
-            specs[name] = ModelSpec(
-                name=name,
-                description=spec.get("description", ""),
-                lookup_power_law_alpha=float(spec.get("lookup_power_law_alpha", 1.2)),
-                share=float(spec.get("share", 0.0)),
-                cpu_baseline=spec.get("cpu_baseline"),
-                **{f: spec[f] for f in MODEL_FIELDS},
-            )
+            specs[name] = _model(name, spec, path)
     return specs

@@ -25,7 +25,8 @@ def relative_gap(gpu_batch: np.ndarray, cpu_batch: np.ndarray) -> np.ndarray:
 def normalized_entropy(
     model: np.ndarray, on_gpu: np.ndarray, batch: np.ndarray, cpu_batch: np.ndarray, retuned: bool = False
 ) -> np.ndarray:
-    """Expected NE of runs (vectorised); GPU runs at fixed tuning regress with batch, re-tuned ones improve."""
+    """Expected NE of runs (vectorised); GPU runs at fixed tuning regress with batch, re-tuned ones
+    improve."""
     change = relative_gap(batch, cpu_batch)
     if retuned:
         change = np.array([RETUNED_NE_CHANGE.get(m, 0.0) for m in np.unique(model)])[

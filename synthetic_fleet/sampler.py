@@ -16,8 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from synthetic_fleet import defaults, fields
 from synthetic_fleet.catalog import HardwareCatalog, ModelSpec
-from synthetic_fleet.model import RESOURCES, ROLES, predict_frame
+from synthetic_fleet.model import RESOURCES, ROLES, predict_frame, required_gb
 from synthetic_fleet.quality import normalized_entropy
 
 SAMPLE_INTERVAL_S = 300
@@ -69,21 +70,11 @@ def sample_runs(
         [
             {
                 "model_name": m.name,
+                **{f: getattr(m, f) for f in fields.shape_fields() if f != "n_tables"},
                 **{
-                    f: getattr(m, f)
-                    for f in (
-                        "n_dense_features",
-                        "n_sparse_features",
-                        "embedding_dim",
-                        "embedding_gb",
-                        "mean_lookups_per_table",
-                        "lookup_power_law_alpha",
-                        "bottom_mlp",
-                        "top_mlp",
-                        "interaction",
-                    )
+                    f"batch_{p}": defaults.batch_for(dict(m.batch_size), p, hw.platforms[p].gpus)
+                    for p in plats
                 },
-                **{f"batch_{p}": m.batch_size.get(p, 512) for p in plats},
             }
             for m in models.values()
         ]
@@ -113,7 +104,7 @@ def sample_runs(
         .to_series()
         .to_numpy()
     )
-    fits_hbm = emb_gb <= hbm_cap
+    fits_hbm = required_gb(emb_gb) <= hbm_cap
     alt = rng.random(n_runs)
     placement = np.where(
         platform == "cpu",
@@ -135,7 +126,7 @@ def sample_runs(
     # PS counts follow memory needs: tables plus optimizer state at a fill each team picks (wide, like the
     # paper's Fig. 9), so they are more dispersed than trainer counts.
     fill = rng.uniform(0.12, 0.6, n_runs)
-    sparse_ps = np.where(uses_ps, np.ceil(2 * emb_gb / (hw.ps_server_gb * fill)), 0).astype(int)
+    sparse_ps = np.where(uses_ps, np.ceil(required_gb(emb_gb) / (hw.ps_server_gb * fill)), 0).astype(int)
     dense_ps = np.where(is_cpu, rng.integers(1, 5, n_runs), 0)
     readers = np.where(
         is_cpu,
@@ -198,9 +189,12 @@ def sample_runs(
     noise = rng.lognormal(0.0, 0.08, n_runs)
     thr = pred.get_column("throughput_eps").to_numpy() * noise
     power = pred.get_column("power_w").to_numpy() * rng.normal(1.0, 0.03, n_runs)
-    # Normalized entropy (paper Fig. 15): GPU runs at fixed tuning regress with batch size against the CPU batch.
+    # Normalized entropy (paper Fig. 15): GPU runs at fixed tuning regress with batch size against the CPU
+    # batch.
     cpu_batch = (
-        joined.get_column("batch_cpu").to_numpy() if "batch_cpu" in joined.columns else np.full(n_runs, 512)
+        joined.get_column("batch_cpu").to_numpy()
+        if "batch_cpu" in joined.columns
+        else np.full(n_runs, defaults.BATCH_CPU)
     )
     ne = normalized_entropy(model.astype(str), ~is_cpu, batch, cpu_batch) * (
         1 + rng.normal(0, 0.0005, n_runs)
@@ -294,10 +288,12 @@ def sample_utilisation(runs: pl.DataFrame, seed: int, day: str, hw: HardwareCata
     n_srv = servers.height
     skew = servers.get_column("role").replace_strict(ROLE_SKEW, return_dtype=pl.Float64).to_numpy()
     noise_sd = servers.get_column("role").replace_strict(ROLE_NOISE, return_dtype=pl.Float64).to_numpy()
-    # Server-level multiplier: lognormal, right-skewed for parameter servers (hot shards), plus rare stragglers.
+    # Server-level multiplier: lognormal, right-skewed for parameter servers (hot shards), plus rare
+    # stragglers.
     straggler = servers.get_column("role").replace_strict(STRAGGLER_SHARE, return_dtype=pl.Float64).to_numpy()
     server_mult = rng.lognormal(0.0, skew, n_srv) * np.where(rng.random(n_srv) < straggler, 0.5, 1.0)
-    # Power per server from its platform's idle/peak watts (trainers of GPU runs are GPU servers; the rest CPU servers).
+    # Power per server from its platform's idle/peak watts (trainers of GPU runs are GPU servers; the rest
+    # CPU servers).
     server_platform = (
         pl.when(pl.col("role") == "trainer").then(pl.col("platform")).otherwise(pl.lit(hw.remote_ps_platform))
     )

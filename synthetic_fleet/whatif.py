@@ -7,23 +7,9 @@ from typing import Any
 
 import polars as pl
 
+from synthetic_fleet import defaults, fields
 from synthetic_fleet.catalog import PLACEMENTS, HardwareCatalog, ModelSpec
 from synthetic_fleet.model import DEFAULT, RESOURCES, ROLES, Coefficients, predict_frame
-
-INT_FIELDS = (
-    "n_dense_features",
-    "n_sparse_features",
-    "n_tables",
-    "embedding_dim",
-    "batch_size",
-    "n_trainers",
-    "n_sparse_ps",
-    "n_dense_ps",
-    "n_readers",
-)
-FLOAT_FIELDS = ("embedding_gb", "mean_lookups_per_table", "lookup_power_law_alpha")
-TEXT_FIELDS = {"bottom_mlp": None, "top_mlp": None, "interaction": ("dot", "cat")}
-SETTABLE = INT_FIELDS + FLOAT_FIELDS + tuple(TEXT_FIELDS)
 
 
 class WhatIfError(ValueError):
@@ -31,37 +17,25 @@ class WhatIfError(ValueError):
 
 
 def parse_setting(text: str) -> tuple[str, str]:
+    """``FIELD=VALUE`` split, the field checked against the settable fields."""
     if "=" not in text:
-        raise WhatIfError(f"--set {text!r}: expected FIELD=VALUE (fields: {', '.join(SETTABLE)})")
+        raise WhatIfError(
+            f"--set {text!r}: expected FIELD=VALUE (fields: {', '.join(fields.settable_fields())})"
+        )
     key, value = text.split("=", 1)
     key = key.strip()
-    if key not in SETTABLE:
-        raise WhatIfError(f"unknown field {key!r}; valid fields: {', '.join(SETTABLE)}")
+    if key not in fields.settable_fields():
+        raise WhatIfError(f"unknown field {key!r}; valid fields: {', '.join(fields.settable_fields())}")
     return key, value.strip()
 
 
-def coerce(key: str, value: str) -> Any:
-    """A value of the field's type, or a WhatIfError saying what is valid."""
+def coerce(key: str, value: Any) -> Any:
+    """A value of the field's type within its bounds (schemas/runs.yaml, synthetic_fleet/fields.py), or a
+    WhatIfError naming the field and the bound."""
     try:
-        if key in INT_FIELDS:
-            v = float(value)
-            if v != int(v) or v < 0:
-                raise ValueError
-            return int(v)
-        if key in FLOAT_FIELDS:
-            v = float(value)
-            if not v >= 0:
-                raise ValueError
-            return v
-    except ValueError:
-        kind = "a whole number >= 0" if key in INT_FIELDS else "a number >= 0"
-        raise WhatIfError(f"{key}={value!r}: expected {kind}") from None
-    allowed = TEXT_FIELDS[key]
-    if allowed and value not in allowed:
-        raise WhatIfError(f"{key}={value!r}: valid values are {', '.join(allowed)}")
-    if allowed is None and not all(p.isdigit() for p in value.split("-")):
-        raise WhatIfError(f"{key}={value!r}: expected layer widths like 512-256-64")
-    return value
+        return fields.check(key, value)
+    except fields.FieldError as exc:
+        raise WhatIfError(str(exc)) from None
 
 
 def pick_model(models: dict[str, ModelSpec], name: str) -> ModelSpec:
@@ -82,52 +56,46 @@ def pick_platforms(hw: HardwareCatalog, text: str) -> list[str]:
 def configuration(
     model: ModelSpec, platform: str, placement: str | None, hw: HardwareCatalog, settings: dict[str, Any]
 ) -> dict[str, Any]:
-    """A row for the model: the model's workload and a default system on the platform, then the settings.
-
-    Setting n_sparse_features alone keeps one table per feature and the per-table size (so n_tables and
-    embedding_gb follow); setting them explicitly wins.
-    """
-    row = model.workload(platform)
+    """A row for the model: the model's workload and the default system of the platform's kind
+    (synthetic_fleet.defaults), then the settings (see ``apply_settings``)."""
     spec = hw.platform(platform)
+    row = model.workload(platform, spec.gpus)
     on_cpu = spec.gpus == 0
-    # Default systems: the model's production CPU setup; one GPU server with the readers GPU runs use (t18).
-    base = (
-        dict(model.cpu_baseline or {"n_trainers": 8, "n_sparse_ps": 4, "n_dense_ps": 1, "n_readers": 8})
-        if on_cpu
-        else {"n_trainers": 1, "n_sparse_ps": 0, "n_dense_ps": 0, "n_readers": 24}
-    )
-    row.update(
-        platform=platform,
-        placement=placement or ("remote_ps" if on_cpu else None),
-        n_trainers=base["n_trainers"],
-        n_sparse_ps=base.get("n_sparse_ps", 0),
-        n_dense_ps=base.get("n_dense_ps", 0),
-        n_readers=base.get("n_readers", 8),
-    )
+    row.update(platform=platform, placement=placement or ("remote_ps" if on_cpu else None))
+    row.update(defaults.system_for(model.cpu_baseline, spec.gpus))
     return apply_settings(row, settings)
 
 
 def apply_settings(workload: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
-    """Apply field overrides, keeping the shape consistent where only one side is given: more sparse
-    features mean as many tables of the same size; more dense features widen the bottom MLP's input."""
+    """Apply field overrides, keeping the shape consistent where only one side is given.
+
+    More sparse features mean more tables at the same features per table (one each, unless tables are
+    shared); table bytes follow tables and the embedding dim (rows x dim x bytes per element), so
+    ``embedding_gb`` scales with ``n_tables`` and ``embedding_dim`` unless it is set too; more dense
+    features widen the bottom MLP's input.
+    """
     row = dict(workload)
-    if "n_sparse_features" in settings:
-        scale = settings["n_sparse_features"] / max(row.get("n_sparse_features") or 1, 1)
-        row.setdefault("n_tables", row.get("n_sparse_features"))
-        if "n_tables" not in settings:
-            row["n_tables"] = settings["n_sparse_features"]
-        if "embedding_gb" not in settings and row.get("embedding_gb") is not None:
-            row["embedding_gb"] = row["embedding_gb"] * scale
+    new = {**row, **settings}
+    if "n_sparse_features" in settings and "n_tables" not in settings:
+        per_table = (row.get("n_sparse_features") or 1) / max(
+            row.get("n_tables") or row.get("n_sparse_features") or 1, 1
+        )
+        new["n_tables"] = max(1, round(settings["n_sparse_features"] / per_table))
+    if "embedding_gb" not in settings and row.get("embedding_gb") is not None:
+        scale = 1.0
+        for f in ("n_tables", "embedding_dim"):
+            if row.get(f) and new.get(f) and new[f] != row[f]:
+                scale *= new[f] / row[f]
+        new["embedding_gb"] = row["embedding_gb"] * scale
     if "n_dense_features" in settings and "bottom_mlp" not in settings and row.get("bottom_mlp"):
-        row["bottom_mlp"] = "-".join([str(settings["n_dense_features"])] + row["bottom_mlp"].split("-")[1:])
-    row.update(settings)
-    return row
+        new["bottom_mlp"] = "-".join([str(settings["n_dense_features"])] + row["bottom_mlp"].split("-")[1:])
+    return new
 
 
 def _with_ps(row: dict[str, Any], model: ModelSpec) -> dict[str, Any]:
     """Remote PS on a GPU platform get the model's CPU-baseline PS count unless set."""
     if row["placement"] == "remote_ps" and not row.get("n_sparse_ps"):
-        row = {**row, "n_sparse_ps": (model.cpu_baseline or {}).get("n_sparse_ps", 4)}
+        row = {**row, "n_sparse_ps": (model.cpu_baseline or defaults.CPU_SYSTEM)["n_sparse_ps"]}
     return row
 
 

@@ -38,7 +38,6 @@ def cmd_query(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     """Write the HTML report and every chart as PNG and SVG from the lake's aggregated tables."""
     from dashboards.report import write_report
-
     from pipelines.lib import lake
 
     home = DataHome.resolve(args.home)

@@ -33,16 +33,19 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         )
     else:
         for r in results:
-            print(
-                f"{'PASS' if r.passed else 'FAIL'}  {r.id:<4} {r.kind:<8} {r.description[:70]:<70}  want {r.expected}"
-            )
+            verdict = ("PASS" if r.passed else "FAIL") + ("*" if r.by_construction else " ")
+            print(f"{verdict} {r.id:<4} {r.kind:<8} {r.description[:70]:<70}  want {r.expected}")
             print(f"{'':16}model: {r.value}")
+            if r.by_construction:
+                print(f"{'':16}by construction: {r.by_construction}")
         if args.fit:
             print("\nfitted coefficients (copy into synthetic_fleet/model.py to adopt):")
             for k, v in asdict(coef).items():
                 if getattr(DEFAULT, k) != v:
                     print(f"  {k} = {v:.4g}   (was {getattr(DEFAULT, k):.4g})")
+        built = [r.id for r in results if r.by_construction]
         print(f"\n{len(results) - len(failed)}/{len(results)} targets pass")
+        print(f"* {', '.join(built)} hold by construction (an input is set to the target), not by prediction")
     return 1 if failed else 0
 
 
@@ -54,9 +57,9 @@ def _fmt_num(v, unit: str = "") -> str:
 
 def cmd_whatif(args: argparse.Namespace) -> int:
     """The workload model's answer for one configuration, or a sweep of one field over platforms."""
+    from pipelines.lib.workload import INPUT_ERRORS
     from synthetic_fleet.catalog import load_hardware, load_models
     from synthetic_fleet.whatif import (
-        WhatIfError,
         ask,
         coerce,
         parse_setting,
@@ -77,7 +80,7 @@ def cmd_whatif(args: argparse.Namespace) -> int:
             key, values = parse_setting(args.sweep)
             sweep = (key, [coerce(key, v) for v in values.split(",") if v])
         answer = ask(model, platforms, args.placement, hw, settings, sweep)
-    except WhatIfError as exc:
+    except INPUT_ERRORS as exc:
         print(f"fleet whatif: {exc}", file=sys.stderr)
         return 2
     rows = answer.records()
@@ -100,17 +103,20 @@ def cmd_whatif(args: argparse.Namespace) -> int:
             print(
                 (f"{r['sweep_value']:>18} " if sweep else "")
                 + f"{r['platform']:<10} {r['placement']:<14} {fit:<22} "
-                f"{_fmt_num(r['throughput_eps']):>11} {_fmt_num(r['eps_per_w']):>7}  {r['bottleneck'] or '-'}{mark}"
+                f"{_fmt_num(r['throughput_eps']):>11} {_fmt_num(r['eps_per_w']):>7}  "
+                f"{r['bottleneck'] or '-'}{mark}"
             )
         print("* best placement on that platform")
         return 0
     r = rows[0]
     print(
-        f"{model.name} on {r['platform']} with {r['placement']} (batch {r['batch_size']}, trainers {r['n_trainers']}, "
-        f"sparse PS {r['n_sparse_ps']}, dense PS {r['n_dense_ps']}, readers {r['n_readers']})"
+        f"{model.name} on {r['platform']} with {r['placement']} (batch {r['batch_size']}, "
+        f"trainers {r['n_trainers']}, sparse PS {r['n_sparse_ps']}, dense PS {r['n_dense_ps']}, "
+        f"readers {r['n_readers']})"
     )
     print(
-        f"  tables: {r['required_gb']:,.1f} GB in {r['tier']} of {r['capacity_gb']:,.1f} GB usable -> "
+        f"  tables + optimizer state: {r['required_gb']:,.1f} GB in {r['tier']} "
+        f"of {r['capacity_gb']:,.1f} GB usable -> "
         + (
             f"fits, headroom {r['headroom']:.0%}"
             if r["fits"]
@@ -123,6 +129,7 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     print(
         f"  power: {_fmt_num(r['power_w'], ' W')} drawn, {_fmt_num(r['provisioned_w'], ' W')} provisioned; "
         f"{_fmt_num(r['eps_per_w'])} examples/s per provisioned W"
+        + (" (readers draw power but are not provisioned)" if r["power_w"] > r["provisioned_w"] else "")
     )
     print(
         "  per-iteration terms: "

@@ -1,14 +1,18 @@
 """Hardware-fit recommendations: every platform x placement for a workload, with fit, a P10/P50/P90
 throughput band, throughput per watt, the bottleneck, a counterfactual, and the choice under an objective.
 
-The analytical model (synthetic_fleet.model) predicts; a scikit-learn model fitted on the observed fleet's
-runs corrects it (log residuals, quantile models for the band), with its error measured by cross-validation
-grouped by workload (leave one model family out). With too few runs the answer rests on the analytical
-model alone and says so.
+The analytical model (synthetic_fleet.model) predicts. A scikit-learn model fitted on the observed fleet's
+runs may correct it (log residuals); its error is measured by cross-validation grouped by workload (leave
+one model family out), and it is applied only to the options where it beats the analytical model there.
+The P10-P90 band is conformal: the 10th and 90th percentiles of held-out log residuals of the prediction
+actually used, with its coverage measured on held-out model families and shown with every answer. With
+too few runs the answer rests on the analytical model alone (band from sampled coefficients, coverage not
+measured) and says so.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -16,13 +20,20 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from synthetic_fleet import defaults, fields
 from synthetic_fleet.catalog import HardwareCatalog, ModelSpec
 from synthetic_fleet.model import DEFAULT, Coefficients, predict_frame
 
 OBJECTIVES = ("throughput", "perf_per_watt")
 MIN_RUNS = 60  # fewer observed runs than this: no correction model
-BAND_SAMPLES = 48  # coefficient draws for the analytical band
-COEF_SPREAD = 0.15  # lognormal sigma of the efficiency coefficients (anchors note §5C ranges)
+MIN_OPTION_RUNS = 30  # the correction is judged (and may be applied) only on options with this many runs
+BAND_SAMPLES = 48  # coefficient draws for the analytical band (no fleet history)
+# Lognormal sigma of the efficiency coefficients: the spread of achieved-vs-peak shares that published
+# DLRM measurements show (paper §V; TorchRec's planner uses fixed efficiencies of the same order).
+COEF_SPREAD = 0.15
+BAND = (0.1, 0.9)  # the band's nominal quantiles (an 80 % interval)
+SATURATION = 0.99  # a tier is sized at the smallest count that reaches this share of its ample throughput
+SEARCH_MAX = 256  # largest sparse-PS count the sizing search tries
 SAMPLED = (
     "eta_c_cpu",
     "eta_c_gpu",
@@ -33,32 +44,6 @@ SAMPLED = (
     "gpu_table_overhead_s",
     "host_copy_gbps",
     "kappa",
-)
-FEATURES = (
-    "n_dense_features",
-    "n_sparse_features",
-    "n_tables",
-    "embedding_dim",
-    "embedding_gb",
-    "mean_lookups_per_table",
-    "batch_size",
-    "n_trainers",
-    "n_sparse_ps",
-    "n_dense_ps",
-    "n_readers",
-)
-WORKLOAD_FIELDS = (
-    "model_name",
-    "n_dense_features",
-    "n_sparse_features",
-    "n_tables",
-    "embedding_dim",
-    "embedding_gb",
-    "mean_lookups_per_table",
-    "lookup_power_law_alpha",
-    "bottom_mlp",
-    "top_mlp",
-    "interaction",
 )
 
 
@@ -79,7 +64,7 @@ class Fleet:
             & (pl.col("throughput_eps") > 0)
             & pl.col("platform").is_in(modelled)
             & pl.col("placement").is_not_null()
-            & pl.all_horizontal(pl.col(list(FEATURES)).is_not_null())
+            & pl.all_horizontal(pl.col(list(fields.numeric_features())).is_not_null())
         )
         return cls(usable)
 
@@ -101,94 +86,119 @@ class Fleet:
 
 @dataclass
 class Correction:
-    """A residual model on log(observed / analytical P50), with its grouped cross-validated error."""
+    """What the fleet adds to the analytical model: a residual model on log(observed / analytical), the
+    options it is applied to (where it wins in grouped cross-validation), and the conformal band."""
 
-    models: dict[float, Any] | None
-    options: list[str]  # option order of the one-hot features the models were fitted on
+    models: dict[float, Any] | None  # the fitted residual model (P50), None with too little fleet
+    options: list[str]  # option order of the one-hot features the model was fitted on
     n_runs: int
     n_groups: int
     cv_mdape_corrected: float | None  # median absolute % error, corrected, on held-out model families
     cv_mdape_analytical: float | None  # the same for the analytical model alone
-    cv_band_coverage: float | None  # share of held-out runs inside the corrected P10-P90
+    cv_band_coverage: float | None  # share of held-out runs inside the band (measured, nested)
     note: str
+    applied_options: tuple[str, ...] = ()  # options where the correction beats the analytical model
+    band_log: tuple[float, float] | None = None  # conformal log-residual quantiles (P10, P90)
+    cv_mdape_used: float | None = None  # held-out error of the prediction actually used
 
     @property
     def active(self) -> bool:
+        """A residual model was fitted (it may still lose to the analytical model everywhere)."""
         return self.models is not None
+
+    @property
+    def applied(self) -> bool:
+        return bool(self.applied_options)
 
 
 def _feature_frame(frame: pl.DataFrame, p50: np.ndarray, options: list[str]) -> np.ndarray:
     """Numeric workload/system features, log of the analytical P50, and one indicator per known option
     (platform/placement, in the fixed order ``options``; an option not among them gets all zeros)."""
-    num = frame.select([pl.col(c).cast(pl.Float64) for c in FEATURES]).to_numpy()
-    cat = frame.select((pl.col("platform") + "/" + pl.col("placement")).alias("option")).to_series()
+    num = frame.select([pl.col(c).cast(pl.Float64) for c in fields.numeric_features()]).to_numpy()
+    cat = _option(frame)
     onehot = (
-        np.stack([(cat == o).to_numpy() for o in options], axis=1).astype(float)
-        if options
-        else np.empty((len(cat), 0))
+        np.stack([(cat == o) for o in options], axis=1).astype(float) if options else np.empty((len(cat), 0))
     )
     return np.hstack([num, np.log(np.maximum(p50, 1e-9))[:, None], onehot])
 
 
-def fit_correction(fleet: Fleet, hw: HardwareCatalog, coef: Coefficients = DEFAULT) -> Correction:
-    """Fit quantile residual models (P10, P50, P90) on the fleet's runs; cross-validate by model family."""
+def _option(frame: pl.DataFrame) -> np.ndarray:
+    return frame.select(pl.col("platform") + "/" + pl.col("placement")).to_series().to_numpy().astype(str)
+
+
+def _residual_model():
     from sklearn.ensemble import HistGradientBoostingRegressor
+
+    return HistGradientBoostingRegressor(
+        loss="quantile", quantile=0.5, max_iter=150, learning_rate=0.08, min_samples_leaf=10, random_state=0
+    )
+
+
+def _conformal(resid: np.ndarray, fold: np.ndarray) -> tuple[tuple[float, float], float]:
+    """Band quantiles of held-out log residuals, and their coverage measured on held-out folds: each
+    fold's runs against the quantiles of the other folds' residuals."""
+    inside = np.zeros(resid.size, dtype=bool)
+    for k in np.unique(fold):
+        lo, hi = np.quantile(resid[fold != k], BAND)
+        inside[fold == k] = (resid[fold == k] >= lo) & (resid[fold == k] <= hi)
+    lo, hi = np.quantile(resid, BAND)
+    return (float(lo), float(hi)), float(inside.mean())
+
+
+def fit_correction(fleet: Fleet, hw: HardwareCatalog, coef: Coefficients = DEFAULT) -> Correction:
+    """Fit the residual model on the fleet's runs, cross-validate it by model family, keep it only for
+    the options where it wins, and calibrate the band on the held-out residuals of what is used."""
     from sklearn.model_selection import GroupKFold
 
     runs = fleet.runs
-    p50 = (
-        predict_frame(runs, hw, coef)["throughput_eps"].fill_null(np.nan).to_numpy()
-        if runs.height
-        else np.array([])
-    )
-    runs = runs.filter(pl.Series(np.isfinite(p50) & (p50 > 0))) if runs.height else runs
-    p50 = p50[np.isfinite(p50) & (p50 > 0)]
+    p50 = predict_frame(runs, hw, coef)["throughput_eps"].fill_null(np.nan).to_numpy() if runs.height else []
+    p50 = np.asarray(p50, dtype=float)
+    ok = np.isfinite(p50) & (p50 > 0)
+    runs, p50 = (runs.filter(pl.Series(ok)), p50[ok]) if runs.height else (runs, p50)
     groups = runs["model_name"].to_numpy() if runs.height else np.array([])
     n_groups = len(set(groups))
     if runs.height < MIN_RUNS or n_groups < 2:
-        return Correction(
-            None,
-            [],
-            runs.height,
-            n_groups,
-            None,
-            None,
-            None,
+        note = (
             f"analytical model only: {runs.height} usable fleet runs in {n_groups} model families "
-            f"(a correction needs {MIN_RUNS} runs in 2+ families)",
+            f"(a correction needs {MIN_RUNS} runs in 2+ families); band from sampled coefficients, "
+            "coverage not measured"
         )
+        return Correction(None, [], runs.height, n_groups, None, None, None, note)
     y = np.log(runs["throughput_eps"].to_numpy() / p50)
-    options = sorted((runs["platform"] + "/" + runs["placement"]).unique().to_list())
+    options = sorted(set(_option(runs)))
     X = _feature_frame(runs, p50, options)
-
-    def model(q: float):
-        return HistGradientBoostingRegressor(
-            loss="quantile", quantile=q, max_iter=150, learning_rate=0.08, min_samples_leaf=10, random_state=0
-        )
-
-    errors_c, errors_a, inside = [], [], []
-    for train, test in GroupKFold(n_splits=min(n_groups, 5)).split(X, y, groups):
-        fitted = {q: model(q).fit(X[train], y[train]) for q in (0.1, 0.5, 0.9)}
-        lo, mid, hi = (fitted[q].predict(X[test]) for q in (0.1, 0.5, 0.9))
-        errors_c.append(np.abs(np.expm1(mid - y[test])))
-        errors_a.append(np.abs(np.expm1(-y[test])))
-        inside.append((y[test] >= np.minimum(lo, mid)) & (y[test] <= np.maximum(hi, mid)))
-    models = {q: model(q).fit(X, y) for q in (0.1, 0.5, 0.9)}
-    c, a, cov = (
-        float(np.median(np.concatenate(errors_c))),
-        float(np.median(np.concatenate(errors_a))),
-        float(np.mean(np.concatenate(inside))),
+    oof, fold = np.zeros(y.size), np.zeros(y.size, dtype=int)
+    for k, (train, test) in enumerate(GroupKFold(n_splits=min(n_groups, 5)).split(X, y, groups)):
+        oof[test], fold[test] = _residual_model().fit(X[train], y[train]).predict(X[test]), k
+    err_c, err_a = np.abs(np.expm1(oof - y)), np.abs(np.expm1(-y))
+    opt = _option(runs)
+    applied = tuple(
+        o
+        for o in options
+        if (opt == o).sum() >= MIN_OPTION_RUNS and np.median(err_c[opt == o]) < np.median(err_a[opt == o])
+    )
+    used = np.isin(opt, applied)
+    resid = y - np.where(used, oof, 0.0)
+    band, coverage = _conformal(resid, fold)
+    c, a = float(np.median(err_c)), float(np.median(err_a))
+    u = float(np.median(np.where(used, err_c, err_a)))
+    where = f"applied to {', '.join(applied)}" if applied else "not applied: it loses to the analytical model"
+    note = (
+        f"{runs.height} fleet runs; leave-one-model-family-out error: analytical {a:.1%}, corrected {c:.1%} "
+        f"(correction {where}); P10-P90 band covers {coverage:.0%} of held-out runs"
     )
     return Correction(
-        models,
+        {0.5: _residual_model().fit(X, y)},
         options,
         runs.height,
         n_groups,
         c,
         a,
-        cov,
-        f"analytical model corrected on {runs.height} fleet runs; leave-one-model-family-out error "
-        f"{c:.1%} (analytical alone {a:.1%})",
+        coverage,
+        note,
+        applied,
+        band,
+        u,
     )
 
 
@@ -196,79 +206,95 @@ def fit_correction(fleet: Fleet, hw: HardwareCatalog, coef: Coefficients = DEFAU
 
 
 def workload_of_model(spec: ModelSpec) -> dict[str, Any]:
-    w = spec.workload("cpu")
-    return {k: w[k] for k in WORKLOAD_FIELDS} | {
-        "batch_cpu": spec.batch_size.get("cpu"),
-        "batch_gpu": max(spec.batch_size.values()),
+    """A catalog model as a workload: its shape, its batch per platform and its production CPU setup."""
+    return {k: spec.name if k == "model_name" else getattr(spec, k) for k in fields.workload_keys()} | {
+        "batch_map": dict(spec.batch_size),
+        "cpu_baseline": dict(spec.cpu_baseline) if spec.cpu_baseline else None,
     }
+
+
+def batch_on(workload: dict[str, Any], platform: str, gpus: int) -> int:
+    """The workload's batch on a platform: its batch map's entry; else ``batch_cpu`` / ``batch_gpu``;
+    else the default of the platform kind (synthetic_fleet.defaults: 512 per CPU trainer, 512 per GPU)."""
+    batch_map = workload.get("batch_map") or {}
+    if platform in batch_map:
+        return int(batch_map[platform])
+    given = workload.get("batch_cpu" if gpus == 0 else "batch_gpu")
+    return int(given) if given else defaults.batch_for(batch_map, platform, gpus)
 
 
 def candidates(
     workload: dict[str, Any], hw: HardwareCatalog, fleet: Fleet, platforms: Iterable[str] | None = None
 ) -> pl.DataFrame:
-    """One system per modelled platform x placement, sized as a planner would (counts the fleet runs)."""
+    """One system per modelled platform x placement, sized as a planner would: CPU trainers as the fleet
+    runs this model (else its production CPU setup, else the CPU default of synthetic_fleet.defaults), one
+    GPU server, every other tier by its binding constraint (see ``_size_servers``)."""
     name = workload.get("model_name") or "(custom)"
     rows = []
     for platform, spec in sorted(hw.platforms.items()):
         if not spec.modelled or (platforms and platform not in platforms):
             continue
-        on_cpu = spec.gpus == 0
         hbm_usable = spec.gpus * (spec.hbm_gb_per_gpu or 0) * (1 - hw.hbm_reserve)
         for placement in spec.placements:
             if placement == "hybrid" and workload["embedding_gb"] <= hbm_usable:
                 continue  # the tables fit HBM: hybrid would be gpu_hbm under another name
-            row = {k: workload[k] for k in WORKLOAD_FIELDS if k in workload}
+            row = {k: workload[k] for k in fields.workload_keys() if workload.get(k) is not None}
+            trainers = defaults.system_for(workload.get("cpu_baseline"), spec.gpus)["n_trainers"]
+            if spec.gpus == 0:
+                trainers = fleet.modal(name, platform, "n_trainers") or trainers
+            # 0 servers in a tier = no constraint from it, until _size_servers sizes it.
             row.update(
                 platform=platform,
                 placement=placement,
-                batch_size=int(
-                    workload.get("batch_cpu" if on_cpu else "batch_gpu") or workload.get("batch_size") or 512
-                ),
+                batch_size=batch_on(workload, platform, spec.gpus),
+                n_trainers=trainers,
+                n_dense_ps=0,
+                n_sparse_ps=0,
+                n_readers=0,
             )
-            if on_cpu:
-                row.update(
-                    n_trainers=fleet.modal(name, platform, "n_trainers") or 16,
-                    n_dense_ps=fleet.modal(name, platform, "n_dense_ps") or 2,
-                )
-            else:
-                row.update(n_trainers=1, n_dense_ps=0)
-            row.update(n_readers=0, n_sparse_ps=0)
             rows.append(row)
     frame = pl.DataFrame(rows, infer_schema_length=None)
-    return _size_servers(frame, hw)
+    return _size_servers(frame, hw) if frame.height else frame
+
+
+def _smallest(
+    frame: pl.DataFrame, rows: np.ndarray, column: str, hw: HardwareCatalog, coef: Coefficients
+) -> np.ndarray:
+    """Per row in ``rows``: the smallest count of ``column`` (1..SEARCH_MAX) whose throughput reaches
+    SATURATION of the best any count gives, with the tables fitting; one model evaluation for all."""
+    out = frame[column].to_numpy().copy()
+    idx = np.flatnonzero(rows)
+    if not idx.size:
+        return out
+    counts = np.arange(1, SEARCH_MAX + 1)
+    trial = (
+        frame[idx]
+        .select(pl.all().repeat_by(SEARCH_MAX).explode())
+        .with_columns(pl.Series(column, np.tile(counts, idx.size), pl.Int32))
+    )
+    p = predict_frame(trial, hw, coef)
+    thr = p["throughput_eps"].fill_null(0.0).to_numpy().reshape(idx.size, SEARCH_MAX)
+    good = thr >= SATURATION * thr.max(axis=1, keepdims=True)
+    good &= thr > 0
+    out[idx] = np.where(good.any(axis=1), counts[good.argmax(axis=1)], out[idx])
+    return out
 
 
 def _size_servers(frame: pl.DataFrame, hw: HardwareCatalog, coef: Coefficients = DEFAULT) -> pl.DataFrame:
-    """Remote PS: capacity at half fill, and enough that PS network load stays under 70% of a trainer's;
-    readers: enough for the predicted throughput with 25% headroom."""
-    remote = pl.col("placement") == "remote_ps"
-    ample = predict_frame(
-        frame.with_columns(
-            pl.when(remote).then(256).otherwise(0).cast(pl.Int32).alias("n_sparse_ps"),
-            pl.lit(4096, pl.Int32).alias("n_readers"),
-        ),
-        hw,
-        coef,
+    """Each tier by its binding constraint: sparse PS (remote_ps) at the smallest count that holds the
+    tables with their optimizer state and reaches the throughput (PS memory bandwidth, network); then CPU
+    dense PS the same way; readers for the throughput reached (0 readers = no reader constraint)."""
+    on_cpu = frame.select(
+        pl.col("platform").replace_strict({k: v.gpus == 0 for k, v in hw.platforms.items()})
     )
-    u_ps = np.maximum(
-        ample["sparse_ps_net_bw_util"].fill_null(0).to_numpy(),
-        ample["sparse_ps_mem_bw_util"].fill_null(0).to_numpy(),
-    )
-    u_tr = np.maximum(ample["trainer_net_bw_util"].fill_null(0).to_numpy(), 0.05)
-    by_bw = np.ceil(u_ps * 256 / (0.7 * u_tr))
-    by_cap = np.ceil(2 * frame["embedding_gb"].to_numpy() / (hw.ps_server_gb * 0.5))
-    n_ps = np.where(
-        frame["placement"].to_numpy() == "remote_ps",
-        np.clip(np.maximum(by_bw, by_cap), 1, 4 * hw.remote_ps_max_servers),
-        0,
-    )
-    thr = ample["throughput_eps"].fill_null(0).to_numpy()
-    n_rd = np.ceil(1.25 * thr * ample["input_bytes_per_example"].to_numpy() / (coef.reader_gbps * 1e9)).clip(
-        1, None
-    )
-    return frame.with_columns(
-        pl.Series("n_sparse_ps", n_ps.astype(np.int32)), pl.Series("n_readers", n_rd.astype(np.int32))
-    )
+    n_ps = _smallest(frame, frame["placement"].to_numpy() == "remote_ps", "n_sparse_ps", hw, coef)
+    frame = frame.with_columns(pl.Series("n_sparse_ps", n_ps.astype(np.int32)))
+    n_dps = _smallest(frame, on_cpu.to_series().to_numpy(), "n_dense_ps", hw, coef)
+    frame = frame.with_columns(pl.Series("n_dense_ps", n_dps.astype(np.int32)))
+    p = predict_frame(frame, hw, coef)
+    thr = p["throughput_eps"].fill_null(0).to_numpy()
+    n_rd = np.ceil(thr * p["input_bytes_per_example"].to_numpy() / (coef.reader_gbps * 1e9)).clip(1, None)
+    return frame.with_columns(pl.Series("n_readers", n_rd.astype(np.int32)))
 
 
 # ------------------------------------------------------------------------------------ predictions
@@ -297,18 +323,20 @@ def analytic_band(
         .to_numpy()
         for _ in range(BAND_SAMPLES)
     ]
-    import warnings
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # rows that do not fit are all-NaN
         return np.nanpercentile(np.vstack(draws), [10, 50, 90], axis=0).T
 
 
+# What relieving each bottleneck would take; `mlp_compute_cpu` is the CPU cluster's variant (no tensor cores).
 COUNTERFACTUAL = {
-    "mlp_compute": "fp16 tensor-core MLPs (4x the MLP rate)",
+    "mlp_compute": "fp16 tensor-core MLPs",
+    "mlp_compute_cpu": "twice the servers in every tier",
     "kernel_overhead": "one batched kernel for all {n_tables} tables",
-    "gpu_communication": "NVLink-class GPU links (150 GB/s)",
+    "gpu_communication": "GPU links twice as fast (at least NVLink-class, 150 GB/s)",
+    "exchange_latency": "one batched all-to-all for all {n_tables} tables",
     "embedding_lookup": "fp16 embedding rows (half the bytes moved)",
+    "host_copy": "GPUDirect RDMA (host copies twice as fast)",
     "trainer_network": "a 100 GbE NIC on every server",
     "ps_network": "a 100 GbE NIC on every server",
     "ps_memory_bandwidth": "twice the sparse parameter servers",
@@ -317,8 +345,13 @@ COUNTERFACTUAL = {
 }
 
 
+def _counterfactual_kind(frame: pl.DataFrame, bottleneck: np.ndarray, hw: HardwareCatalog) -> np.ndarray:
+    on_cpu = np.array([hw.platforms[p].gpus == 0 for p in frame["platform"].to_list()], dtype=bool)
+    return np.where(on_cpu & (bottleneck == "mlp_compute"), "mlp_compute_cpu", bottleneck)
+
+
 def _counterfactual_throughput(
-    frame: pl.DataFrame, bottleneck: np.ndarray, hw: HardwareCatalog, coef: Coefficients
+    frame: pl.DataFrame, kind: np.ndarray, hw: HardwareCatalog, coef: Coefficients
 ) -> np.ndarray:
     """Throughput with the bottleneck relieved as COUNTERFACTUAL says (one model evaluation per kind)."""
     out = np.full(frame.height, np.nan)
@@ -332,29 +365,58 @@ def _counterfactual_throughput(
             },
         )
 
-    fast_nic, nvlink = upgraded(nic_gb_per_s=12.5), upgraded(gpu_link_gb_per_s=150)
+    fast_nic = upgraded(nic_gb_per_s=12.5)
+    fast_links = replace(
+        hw,
+        platforms={
+            k: replace(v, gpu_link_gb_per_s=max(2 * (v.gpu_link_gb_per_s or 0), 150.0))
+            for k, v in hw.platforms.items()
+        },
+    )
+    every_tier = pl.col("n_trainers", "n_sparse_ps", "n_dense_ps", "n_readers") * 2
     variants = {
-        "mlp_compute": (frame, hw, replace(coef, eta_c_gpu=coef.eta_c_gpu * 4, eta_c_cpu=coef.eta_c_cpu * 4)),
+        "mlp_compute": (frame.with_columns(pl.lit("fp16").alias("precision")), hw, coef),
+        "mlp_compute_cpu": (frame.with_columns(every_tier), hw, coef),
         "kernel_overhead": (frame, hw, replace(coef, gpu_table_overhead_s=coef.gpu_table_overhead_s / 8)),
-        "gpu_communication": (frame, nvlink, coef),
+        "gpu_communication": (frame, fast_links, coef),
+        "exchange_latency": (frame, hw, replace(coef, a2a_message_s=coef.a2a_message_s / 8)),
         "embedding_lookup": (
             frame.with_columns((pl.col("embedding_dim") // 2).alias("embedding_dim")),
             hw,
             coef,
         ),
+        "host_copy": (frame, hw, replace(coef, host_copy_gbps=coef.host_copy_gbps * 2)),
         "trainer_network": (frame, fast_nic, coef),
         "ps_network": (frame, fast_nic, coef),
         "ps_memory_bandwidth": (frame.with_columns(pl.col("n_sparse_ps") * 2), hw, coef),
         "dense_ps_network": (frame.with_columns(pl.col("n_dense_ps") * 2), hw, coef),
         "readers": (frame.with_columns(pl.col("n_readers") * 2), hw, coef),
     }
-    for kind, (f, h, c) in variants.items():
-        mask = bottleneck == kind
+    for k, (f, h, c) in variants.items():
+        mask = kind == k
         if mask.any():
             out[mask] = (
                 predict_frame(f.filter(pl.Series(mask)), h, c)["throughput_eps"].fill_null(np.nan).to_numpy()
             )
     return out
+
+
+def _band(
+    cand: pl.DataFrame, p50: np.ndarray, correction: Correction, hw: HardwareCatalog, coef
+) -> np.ndarray:
+    """(rows, 3) P10/P50/P90: the analytical P50, corrected on the options where the correction wins, with
+    the conformal band; without fleet history, the analytical model's coefficient-draw band."""
+    if correction.band_log is None:
+        band = analytic_band(cand, hw, coef)
+        band[:, 1] = p50  # the P50 of the default coefficients
+        return band
+    mid = p50.copy()
+    if correction.applied:
+        X = _feature_frame(cand, np.where(np.isfinite(p50), p50, 1.0), correction.options)
+        used = np.isin(_option(cand), correction.applied_options)
+        mid = np.where(used, p50 * np.exp(correction.models[0.5].predict(X)), p50)
+    lo, hi = correction.band_log
+    return np.column_stack([mid * np.exp(lo), mid, mid * np.exp(hi)])
 
 
 def recommend(
@@ -375,28 +437,19 @@ def recommend(
             "no modelled platform to compare" + (f" among {', '.join(platforms)}" if platforms else "")
         )
     pred = predict_frame(cand, hw, coef)
-    band = analytic_band(cand, hw, coef)
-    band[:, 1] = (
-        pred["throughput_eps"].fill_null(np.nan).to_numpy()
-    )  # the P50 the correction was fitted against
+    p50 = pred["throughput_eps"].fill_null(np.nan).to_numpy()
     fits = pred["fits"].fill_null(False).to_numpy()
-    if correction.active:
-        X = _feature_frame(cand, np.where(np.isfinite(band[:, 1]), band[:, 1], 1.0), correction.options)
-        lo, mid, hi = (correction.models[q].predict(X) for q in (0.1, 0.5, 0.9))
-        band = np.column_stack(
-            [
-                band[:, 0] * np.exp(np.minimum(lo, mid)),
-                band[:, 1] * np.exp(mid),
-                band[:, 2] * np.exp(np.maximum(hi, mid)),
-            ]
-        )
-    band = np.where(fits[:, None], band, np.nan)
-    bottleneck = pred["bottleneck"].fill_null("").to_numpy().astype(str)
-    cf = (
-        _counterfactual_throughput(cand, bottleneck, hw, coef)
-        / pred["throughput_eps"].fill_null(np.nan).to_numpy()
+    band = np.where(fits[:, None], _band(cand, p50, correction, hw, coef), np.nan)
+    kind = _counterfactual_kind(cand, pred["bottleneck"].fill_null("").to_numpy().astype(str), hw)
+    cf = _counterfactual_throughput(cand, kind, hw, coef) / p50
+    used = np.isin(_option(cand), correction.applied_options)
+    basis = np.where(
+        used,
+        "analytical model + fleet correction",
+        "analytical model (the fleet correction loses here in grouped CV)"
+        if correction.active
+        else "analytical model only",
     )
-    provisioned = pred["provisioned_w"].to_numpy()
     res = pred.select(
         "platform",
         "placement",
@@ -418,14 +471,14 @@ def recommend(
         pl.Series("p10_throughput_eps", band[:, 0]).fill_nan(None),
         pl.Series("p50_throughput_eps", band[:, 1]).fill_nan(None),
         pl.Series("p90_throughput_eps", band[:, 2]).fill_nan(None),
-        pl.Series("eps_per_w", band[:, 1] / provisioned).fill_nan(None),
+        pl.Series("eps_per_w", band[:, 1] / pred["provisioned_w"].to_numpy()).fill_nan(None),
         pl.Series("counterfactual_gain", cf).fill_nan(None),
+        pl.Series("_cf_kind", kind),
         pl.lit(objective).alias("objective"),
         pl.lit(workload.get("model_name") or "(custom)").alias("model_name"),
-        pl.lit("analytical model + fleet correction" if correction.active else "analytical model only").alias(
-            "basis"
-        ),
-        pl.lit(correction.cv_mdape_corrected, pl.Float64).alias("cv_mdape"),
+        pl.Series("basis", basis),
+        pl.lit(correction.cv_mdape_used, pl.Float64).alias("cv_mdape"),
+        pl.lit(correction.cv_band_coverage, pl.Float64).alias("band_coverage"),
     )
     res = res.with_columns(_count_flags(res, fleet, hw))
     score = "p50_throughput_eps" if objective == "throughput" else "eps_per_w"
@@ -440,7 +493,7 @@ def recommend(
         .with_row_index("rank", offset=1)
     )
     res = res.with_columns(((pl.col("rank") == 1) & pl.col("fits")).alias("recommended"))
-    return res.with_columns(_explain(res, score, workload))
+    return res.with_columns(_explain(res, score, workload)).drop("_cf_kind")
 
 
 def _count_flags(res: pl.DataFrame, fleet: Fleet, hw: HardwareCatalog) -> pl.Expr:
@@ -472,7 +525,9 @@ BOTTLENECK_TEXT = {
     "mlp_compute": "MLP compute",
     "kernel_overhead": "per-table GPU kernel overhead",
     "gpu_communication": "GPU-GPU communication",
+    "exchange_latency": "per-table all-to-all messages between GPUs",
     "embedding_lookup": "embedding lookups",
+    "host_copy": "the GPU host's copies between NIC and GPUs (remote PS)",
     "trainer_network": "the trainers' network",
     "ps_network": "the parameter servers' network",
     "ps_memory_bandwidth": "parameter-server memory bandwidth",
@@ -482,22 +537,51 @@ BOTTLENECK_TEXT = {
 
 
 def _explain(res: pl.DataFrame, score: str, workload: dict[str, Any]) -> pl.Expr:
+    """One sentence per option: throughput with its band and the band's measured coverage, perf/W, the
+    bottleneck and its counterfactual, the server counts, and why drawn power may exceed provisioned."""
     best = res.filter(pl.col("fits")).row(0, named=True) if res["fits"].any() else None
-    cf_text = pl.col("bottleneck").replace_strict(
+    cf_text = pl.col("_cf_kind").replace_strict(
         {k: v.format(n_tables=workload.get("n_tables", "")) for k, v in COUNTERFACTUAL.items()}, default=""
     )
+    coverage = (
+        pl.when(pl.col("band_coverage").is_not_null())
+        .then(
+            pl.format("covers {}% of held-out runs", (pl.col("band_coverage") * 100).round(0).cast(pl.Int64))
+        )
+        .otherwise(pl.lit("coefficient spread, coverage not measured"))
+    )
     fits_text = pl.format(
-        "{}/{}: {} ex/s (P10-P90 {}-{}), {} ex/s/W; limited by {}; {} would give {}x",
+        "{}/{}: {} ex/s (P10-P90 {}-{}, {}), {} ex/s/W; limited by {}; {} would give {}x; "
+        "{} trainers, {} sparse PS, {} dense PS, {} readers",
         "platform",
         "placement",
         pl.col("p50_throughput_eps").round(0).cast(pl.Int64),
         pl.col("p10_throughput_eps").round(0).cast(pl.Int64),
         pl.col("p90_throughput_eps").round(0).cast(pl.Int64),
+        coverage,
         pl.col("eps_per_w").round(1),
         pl.col("bottleneck").replace_strict(BOTTLENECK_TEXT, default=pl.col("bottleneck")),
         cf_text,
         pl.col("counterfactual_gain").round(2),
+        "n_trainers",
+        "n_sparse_ps",
+        "n_dense_ps",
+        "n_readers",
     )
+    drawn = (
+        pl.when(pl.col("power_w") > pl.col("provisioned_w"))
+        .then(
+            pl.format(
+                "; drawn {} W exceeds provisioned {} W: its {} readers draw power but are not provisioned "
+                "(a shared input tier, as the paper counts power)",
+                pl.col("power_w").round(0).cast(pl.Int64),
+                pl.col("provisioned_w").round(0).cast(pl.Int64),
+                "n_readers",
+            )
+        )
+        .otherwise(pl.lit(""))
+    )
+    fits_text = pl.concat_str([fits_text, drawn])
     if best is not None:
         rel = pl.col(score) / best[score]
         fits_text = (
@@ -515,7 +599,7 @@ def _explain(res: pl.DataFrame, score: str, workload: dict[str, Any]) -> pl.Expr
             )
         )
     no_fit = pl.format(
-        "{}/{}: the tables ({} GB) do not fit {} ({} GB usable); {} GB short.",
+        "{}/{}: the tables with optimizer state ({} GB) do not fit {} ({} GB usable); {} GB short.",
         "platform",
         "placement",
         pl.col("required_gb").round(1),
@@ -527,21 +611,21 @@ def _explain(res: pl.DataFrame, score: str, workload: dict[str, Any]) -> pl.Expr
 
 
 def fleet_workloads(fleet: Fleet, models: dict[str, ModelSpec]) -> dict[str, dict[str, Any]]:
-    """One workload per model family in the fleet: its catalog shape, or the family's most common one."""
+    """One workload per model family in the fleet: its catalog shape, or the family's most common one with
+    its median batch per platform it ran on."""
     out = {}
     for name in sorted(fleet.runs["model_name"].unique().to_list()):
         if name in models:
             out[name] = workload_of_model(models[name])
             continue
         fam = fleet.runs.filter(pl.col("model_name") == name)
-        common = fam.group_by(list(WORKLOAD_FIELDS[1:])).len().sort("len", descending=True).row(0, named=True)
-        cpu_b = fam.filter(pl.col("platform") == "cpu")["batch_size"].median()
-        gpu_b = fam.filter(pl.col("platform") != "cpu")["batch_size"].median()
+        shape = [k for k in fields.workload_keys()[1:] if k in fam.columns]
+        common = fam.group_by(shape).len().sort("len", descending=True).row(0, named=True)
+        batches = fam.group_by("platform").agg(pl.col("batch_size").median())
         out[name] = {
             "model_name": name,
-            **{k: common[k] for k in WORKLOAD_FIELDS[1:]},
-            "batch_cpu": int(cpu_b or fam["batch_size"].median()),
-            "batch_gpu": int(gpu_b or fam["batch_size"].median()),
+            **{k: common[k] for k in shape},
+            "batch_map": {r["platform"]: int(r["batch_size"]) for r in batches.iter_rows(named=True)},
         }
     return out
 

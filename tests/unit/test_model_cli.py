@@ -64,7 +64,7 @@ def test_whatif_reports_does_not_fit_with_the_shortfall(capsys, home):
         )
         == 0
     )
-    assert "DOES NOT FIT: short by 382.4 GB" in capsys.readouterr().out
+    assert "DOES NOT FIT: short by 982.4 GB" in capsys.readouterr().out  # 600 GB + optimizer state
 
 
 def test_whatif_sweep_json_is_complete(capsys, home):

@@ -1,0 +1,121 @@
+"""Workloads for `fleet recommend`: a catalog model, a workload file (YAML or JSON) or an observed run,
+then ``FIELD=VALUE`` overrides. Every value is checked against its type and bounds (the runs contract,
+see synthetic_fleet/fields.py); an error names the field and the bound, and the CLI prints it (exit 2).
+
+A workload is a dict of the runs contract's workload fields plus ``precision`` and how to pick its batch
+on a platform (pipelines.lib.recommend.batch_on): ``batch_map`` (platform -> batch), else ``batch_cpu``
+(per CPU trainer) or ``batch_gpu`` (global batch of one GPU server), else the platform kind's default.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import yaml
+
+from pipelines.lib import safe_yaml
+from pipelines.lib.recommend import workload_of_model
+from synthetic_fleet import defaults, fields
+from synthetic_fleet.catalog import CatalogError, load_models
+from synthetic_fleet.whatif import WhatIfError, apply_settings, coerce, parse_setting, pick_model
+
+BATCH_KEYS = ("batch_cpu", "batch_gpu", "batch_size")
+# Fields a workload file may leave out, and what they become.
+OPTIONAL = {
+    "n_tables": "one table per sparse feature",
+    "lookup_power_law_alpha": f"{defaults.LOOKUP_POWER_LAW_ALPHA}",
+    "precision": defaults.PRECISION,
+    "model_name": "the file's name",
+}
+# What a user can get wrong in a workload or a catalog: the CLI prints these and exits 2.
+INPUT_ERRORS = (WhatIfError, CatalogError, fields.FieldError)
+
+
+def from_config(path: Path) -> dict[str, Any]:
+    """A workload from a YAML or JSON file of workload fields (+ batch_cpu / batch_gpu / batch_size)."""
+    if not path.exists():
+        raise WhatIfError(f"{path} does not exist")
+    try:
+        data = safe_yaml.load_file(path) or {}  # size, alias and depth limits, plain data, finite numbers
+    except (yaml.YAMLError, safe_yaml.YamlLimitError) as exc:
+        raise WhatIfError(f"{path}: not valid YAML or JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise WhatIfError(f"{path}: expected a mapping of workload fields")
+    allowed = set(fields.workload_keys()) | set(BATCH_KEYS)
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise WhatIfError(f"{path}: unknown field(s) {unknown}; valid: {', '.join(sorted(allowed))}")
+    missing = [f for f in fields.workload_keys() if f not in data and f not in OPTIONAL]
+    if missing:
+        raise WhatIfError(f"{path}: missing field(s) {missing}")
+    try:
+        out = {
+            k: str(v) if k == "model_name" else coerce("batch_size" if k in BATCH_KEYS else k, v)
+            for k, v in data.items()
+        }
+    except WhatIfError as exc:
+        raise WhatIfError(f"{path}: {exc}") from None
+    out.setdefault("n_tables", out["n_sparse_features"])
+    out.setdefault("lookup_power_law_alpha", defaults.LOOKUP_POWER_LAW_ALPHA)
+    out.setdefault("precision", defaults.PRECISION)
+    out.setdefault("model_name", path.stem)
+    batch = out.pop("batch_size", None)
+    if batch:
+        out.setdefault("batch_cpu", batch)
+        out.setdefault("batch_gpu", batch)
+    return out
+
+
+def from_run(runs: pl.DataFrame, run_id: str) -> dict[str, Any]:
+    """The workload of an observed run; its batch is kept for its own platform (others: defaults)."""
+    hit = runs.filter(pl.col("run_id") == run_id) if "run_id" in runs.columns else runs.clear()
+    if hit.is_empty():
+        raise WhatIfError(f"no run {run_id!r} in the lake")
+    row = hit.row(0, named=True)
+    shape = [k for k in fields.workload_keys() if k not in ("model_name", "precision")]
+    missing = [k for k in shape if row.get(k) is None]
+    if missing:
+        raise WhatIfError(
+            f"run {run_id!r} does not record its workload ({', '.join(missing)} unknown); "
+            "give it with --config or --set"
+        )
+    return {
+        **{k: row[k] for k in ("model_name", *shape)},
+        "precision": row.get("precision") or defaults.PRECISION,
+        "batch_map": {row["platform"]: int(row["batch_size"])} if row.get("batch_size") else {},
+    }
+
+
+def with_settings(workload: dict[str, Any], settings: list[str]) -> dict[str, Any]:
+    """The workload with ``FIELD=VALUE`` overrides (checked; shape kept consistent, see
+    synthetic_fleet.whatif.apply_settings); ``batch_size`` sets the batch on every platform."""
+    parsed = {k: coerce(k, v) for k, v in (parse_setting(x) for x in settings)}
+    out = dict(workload)
+    if "batch_size" in parsed:
+        batch = parsed.pop("batch_size")
+        out.update(batch_map={}, batch_cpu=batch, batch_gpu=batch)
+    return apply_settings(out, parsed)
+
+
+def build(
+    catalog_dir: Path,
+    runs: pl.DataFrame,
+    *,
+    model: str | None = None,
+    config: str | None = None,
+    run: str | None = None,
+    settings: list[str] | None = None,
+) -> dict[str, Any]:
+    """The workload asked for by exactly one of ``model`` (catalog name, user models in ``catalog_dir``),
+    ``config`` (a workload file) or ``run`` (a run_id of ``runs``), with ``settings`` applied."""
+    if sum(bool(x) for x in (model, config, run)) != 1:
+        raise WhatIfError("give exactly one of --model NAME, --config workload.yaml or --run RUN_ID")
+    if model:
+        workload = workload_of_model(pick_model(load_models(catalog_dir / "models.yaml"), model))
+    elif config:
+        workload = from_config(Path(config))
+    else:
+        workload = from_run(runs, str(run))
+    return with_settings(workload, settings or [])

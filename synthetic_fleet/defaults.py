@@ -1,0 +1,43 @@
+"""The one home of the workload defaults every layer uses (catalog, model, what-if, recommender, CLI).
+
+A workload or system that leaves a field out gets the value below; README ("The workload model") lists
+them. Tests check that no other module defines its own copy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Power-law exponent of lookups across tables when a workload does not state it: the catalog's production
+# models use 1.1 (a few hot tables, paper §III-A).
+LOOKUP_POWER_LAW_ALPHA = 1.1
+# Arithmetic of the MLPs when a workload does not state it (the paper's runs train in fp32).
+PRECISION = "fp32"
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+# Batch per platform kind when a model's batch map does not name the platform: the CPU batch of one
+# asynchronous trainer, and per GPU for a synchronous GPU server (Big Basin: 8 x 512 = 4096).
+BATCH_CPU = 512
+BATCH_PER_GPU = 512
+# A CPU cluster when neither the model (its `cpu_baseline`) nor the fleet says how teams run it: the
+# paper's typical production setup (Table III scale; readers ample).
+CPU_SYSTEM: dict[str, int] = {"n_trainers": 8, "n_sparse_ps": 4, "n_dense_ps": 1, "n_readers": 8}
+# One GPU server with the readers GPU runs use (t18); remote PS count is sized where needed.
+GPU_SYSTEM: dict[str, int] = {"n_trainers": 1, "n_sparse_ps": 0, "n_dense_ps": 0, "n_readers": 24}
+
+
+def batch_for(batch_map: dict[str, int] | None, platform: str, gpus: int) -> int:
+    """The batch of a model on ``platform``: its batch map's entry, else the platform kind's default
+    (BATCH_CPU on a CPU platform, BATCH_PER_GPU per GPU on a GPU platform)."""
+    if batch_map and platform in batch_map:
+        return int(batch_map[platform])
+    if gpus == 0:
+        return int((batch_map or {}).get("cpu", BATCH_CPU))
+    return BATCH_PER_GPU * int(gpus)
+
+
+def system_for(cpu_baseline: dict[str, Any] | None, gpus: int) -> dict[str, int]:
+    """Default server counts of a run on a platform kind: the model's CPU baseline or CPU_SYSTEM on a CPU
+    platform, GPU_SYSTEM on a GPU platform."""
+    if gpus == 0:
+        return {**CPU_SYSTEM, **{k: int(v) for k, v in (cpu_baseline or {}).items()}}
+    return dict(GPU_SYSTEM)
