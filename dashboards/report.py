@@ -7,7 +7,6 @@ from __future__ import annotations
 import datetime as dt
 import html
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import altair as alt
 import polars as pl
 
 from dashboards import charts
-from pipelines.lib import lake
+from pipelines.lib import cache, fileio, lake
 from pipelines.lib.contracts import contract
 from pipelines.lib.paths import DataHome
 
@@ -188,7 +187,13 @@ def gather(home: DataHome, first: str | None = None, last: str | None = None) ->
         )
         .with_columns(explorer_line().alias("line"))
     )
-    sweeps, placements, cal = model_views()
+    views = cache.cached_frames(  # the model's views change only with its code and built-in catalogs
+        home,
+        "model_views",
+        cache.code_version("synthetic_fleet", "dashboards"),
+        lambda: dict(zip(("sweeps", "placements", "calibration"), model_views(), strict=True)),
+    )
+    sweeps, placements, cal = views["sweeps"], views["placements"], views["calibration"]
     days = sorted(runs["day"].unique().to_list()) if runs.height else []
     last_ingest = ledger["ingested_at"].max() if ledger.height else None
     header = {
@@ -322,7 +327,9 @@ def script_json(value: object) -> str:
     return json.dumps(value).translate(_SCRIPT_UNSAFE)
 
 
-def render_html(inputs: ReportInputs, specs: dict[str, dict], files: dict[str, tuple[str, str]]) -> str:
+def render_html(
+    home: DataHome, inputs: ReportInputs, specs: dict[str, dict], files: dict[str, tuple[str, str]]
+) -> str:
     """One HTML document: the Vega bundle inlined once, a vegaEmbed per chart, links to its PNG and SVG."""
     import vl_convert
 
@@ -358,7 +365,7 @@ def render_html(inputs: ReportInputs, specs: dict[str, dict], files: dict[str, t
             + "').textContent = 'chart failed: ' + e; "
             "console.error(e); });"
         )
-    bundle = vl_convert.javascript_bundle()
+    bundle = cache.cached_text(home, "vega_bundle", vl_convert.__version__, vl_convert.javascript_bundle)
     return TEMPLATE.read_text(encoding="utf-8").format(
         header="".join(
             f"<li><b>{html.escape(k)}</b>: {html.escape(v)}</li>" for k, v in inputs.header.items()
@@ -368,13 +375,6 @@ def render_html(inputs: ReportInputs, specs: dict[str, dict], files: dict[str, t
         bundle=bundle.replace("</script", "<\\/script"),
         calls="\n".join(calls),
     )
-
-
-def _atomic_write(path: Path, data: bytes | str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    (tmp.write_text(data, encoding="utf-8") if isinstance(data, str) else tmp.write_bytes(data))
-    os.replace(tmp, path)
 
 
 def write_report(
@@ -390,11 +390,11 @@ def write_report(
         specs[name] = chart.to_dict()
         static = exported[name].to_dict()
         png, svg = out_dir / "charts" / f"{name}.png", out_dir / "charts" / f"{name}.svg"
-        _atomic_write(png, vl_convert.vegalite_to_png(static, scale=1.5))
-        _atomic_write(svg, vl_convert.vegalite_to_svg(static))
+        fileio.write_bytes(png, vl_convert.vegalite_to_png(static, scale=1.5))
+        fileio.write_text(svg, vl_convert.vegalite_to_svg(static))
         pngs.append(png)
         svgs.append(svg)
         files[name] = (f"charts/{name}.png", f"charts/{name}.svg")
     target = out_dir / "fleet_report.html"
-    _atomic_write(target, render_html(inputs, specs, files))
+    fileio.write_text(target, render_html(home, inputs, specs, files))
     return ReportArtifacts(target, pngs, svgs)

@@ -3,18 +3,25 @@ assets; each as a run of the `nightly` job (with its partition), so the UI shows
 
 from __future__ import annotations
 
+import datetime as dt
+import functools
+import multiprocessing
 import os
 import shutil
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
+from pathlib import Path
 
 import dagster as dg
 
+from pipelines.defs.partitions import partitions_start
 from pipelines.lib.paths import INSTANCE_TEMPLATE, DataHome
 from pipelines.lib.runs import WORKER_TAG, fail_dead_runs, this_worker
 
 JOB = "nightly"
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
 @dataclass
@@ -41,7 +48,6 @@ def ensure_instance(home: DataHome) -> dg.DagsterInstance:
 
 def _graph(home: DataHome, first_day: str) -> tuple[dg.JobDefinition, list[dg.AssetKey], list[dg.AssetKey]]:
     from pipelines.definitions import build_defs
-    from pipelines.defs.partitions import partitions_start
 
     # The partitions cover every day asked for, even one before the configured start.
     d = build_defs(home, start=min(first_day, partitions_start(home)))
@@ -55,49 +61,91 @@ def _graph(home: DataHome, first_day: str) -> tuple[dg.JobDefinition, list[dg.As
     return d.resolve_job_def(JOB), daily, merged
 
 
+@functools.cache
+def _worker_graph(home_root: str, first_day: str) -> tuple[dg.JobDefinition, list[dg.AssetKey]]:
+    job, daily, _ = _graph(DataHome(Path(home_root)), first_day)
+    return job, daily
+
+
+def _run_day(home_root: str, first_day: str, day: str, tags: dict[str, str]) -> tuple[str, str, float]:
+    """One day's daily assets as one run of the nightly job (in this process or a worker process)."""
+    start = time.perf_counter()
+    home = DataHome(Path(home_root))
+    instance = ensure_instance(home)
+    os.environ["FLEET_HOME"] = home_root
+    job, daily = _worker_graph(home_root, first_day)
+    res = job.execute_in_process(
+        asset_selection=daily, partition_key=day, instance=instance, tags=tags, run_config=QUIET
+    )
+    return day, res.run_id, time.perf_counter() - start
+
+
+def _covered(days: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(days that are daily partitions, days that are not yet: today or later, whose day is not over)."""
+    last = (dt.datetime.now(dt.UTC).date() - dt.timedelta(days=1)).isoformat()
+    return [d for d in days if d <= last], [d for d in days if d > last]
+
+
 def run_pipeline(
     home: DataHome,
     days: Sequence[str],
     *,
     instance: dg.DagsterInstance | None = None,
     progress: Callable[[str], None] = print,
+    workers: int = 1,
 ) -> PipelineRun:
     """Materialise every daily asset for each day, then every unpartitioned asset once (tagged with the
     last day's partition, as the nightly schedule's run would be). Runs left unfinished by a killed earlier
-    process are marked failed first."""
+    process are marked failed first.
+
+    With ``workers`` > 1, days run as concurrent runs of the nightly job in that many worker processes
+    (days are independent; the lake serialises what must be). Days that are not partitions yet (today, the
+    future) are reported and skipped. With no days, only the merged analyses and publishing run."""
     start = time.perf_counter()
     instance = instance or ensure_instance(home)
     dead = fail_dead_runs(instance)
     if dead:
         progress(f"  marked {len(dead)} run(s) of a killed earlier process failed: {', '.join(dead)}")
+    days, early = _covered(sorted(days))
+    if early:
+        progress(
+            f"  skipped {', '.join(early)}: not over yet (UTC), so not a daily partition; run it tomorrow"
+        )
     # The job's resources are bound in the code location; its FleetHome reads $FLEET_HOME.
     os.environ["FLEET_HOME"] = str(home.root)
-    job, daily, merged = _graph(home, min(days))
+    first = min(days) if days else partitions_start(home)
+    job, daily, merged = _graph(home, first)
     tags = {"fleet/trigger": "cli", WORKER_TAG: this_worker()}
-    quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
-    run_ids = []
-    for i, day in enumerate(days, 1):
-        t = time.perf_counter()
-        res = job.execute_in_process(
-            asset_selection=daily,
-            partition_key=day,
-            instance=instance,
-            tags=tags,
-            run_config=quiet,
-        )
-        run_ids.append(res.run_id)
-        progress(f"  [{i}/{len(days)}] {day}: raw -> core -> out partials ({time.perf_counter() - t:.1f} s)")
+    run_ids: list[str] = []
+
+    def done(i: int, day: str, run_id: str, seconds: float) -> None:
+        run_ids.append(run_id)
+        progress(f"  [{i}/{len(days)}] {day}: raw -> core -> out partials ({seconds:.1f} s)")
+
+    if workers > 1 and len(days) > 1:
+        ctx = multiprocessing.get_context("spawn")  # no fork of a process with DuckDB and polars threads
+        with ProcessPoolExecutor(max_workers=min(workers, len(days)), mp_context=ctx) as pool:
+            futures = [pool.submit(_run_day, str(home.root), first, d, tags) for d in days]
+            for i, fut in enumerate(as_completed(futures), 1):
+                done(i, *fut.result())
+    else:
+        for i, day in enumerate(days, 1):
+            done(i, *_run_day(str(home.root), first, day, tags))
     t = time.perf_counter()
     progress(f"  merging {len(days)} day(s) of partials, rebuilding the analyst catalog and the report ...")
+    last = days[-1] if days else _last_partition(home, first)
     res = job.execute_in_process(
-        asset_selection=merged,
-        partition_key=days[-1],
-        instance=instance,
-        tags=tags,
-        run_config=quiet,
+        asset_selection=merged, partition_key=last, instance=instance, tags=tags, run_config=QUIET
     )
     run_ids.append(res.run_id)
     progress(f"  merged analyses, analyst catalog, report ({time.perf_counter() - t:.1f} s)")
     return PipelineRun(
         days=list(days), seconds=time.perf_counter() - start, run_ids=run_ids, dead_runs_failed=dead
     )
+
+
+def _last_partition(home: DataHome, first: str) -> str:
+    from pipelines.lib.landing import landing_days
+
+    landed, _ = _covered(landing_days(home))
+    return landed[-1] if landed else first

@@ -241,7 +241,6 @@ def load_hardware(extra: Path | None = None) -> HardwareCatalog:
 
 def register_platforms(catalog_file: Path, platforms: Mapping[str, Mapping[str, Any]]) -> None:
     """Add or replace platforms in a user catalog file (YAML, written atomically); other entries are kept."""
-    import os
 
     data = _read_yaml(catalog_file) if catalog_file.exists() else {}
     merged = dict(data.get("platforms") or {})
@@ -249,10 +248,9 @@ def register_platforms(catalog_file: Path, platforms: Mapping[str, Mapping[str, 
         _platform(name, spec, catalog_file)  # validate before writing
         merged[name] = {k: v for k, v in spec.items() if v is not None}
     data["platforms"] = dict(sorted(merged.items()))
-    catalog_file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = catalog_file.with_name(f".{catalog_file.name}.tmp")
-    tmp.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-    os.replace(tmp, catalog_file)
+    from pipelines.lib import fileio
+
+    fileio.write_text(catalog_file, yaml.safe_dump(data, sort_keys=False))
 
 
 def _model(name: str, spec: Any, path: Path) -> ModelSpec:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import io
-import os
 import queue
 import threading
 from collections.abc import Callable, Iterable
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import polars as pl
 
+from pipelines.lib import fileio
 from synthetic_fleet.catalog import HardwareCatalog, ModelSpec
 from synthetic_fleet.sampler import DayFleet, sample_day
 
@@ -37,14 +37,6 @@ def _encode(frame: pl.DataFrame, fmt: str) -> bytes:
     return buf.getvalue()
 
 
-def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Write under a hidden temporary name, then rename: a watcher never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.tmp"
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
 def write_day(
     fleet: DayFleet,
     landing: Path,
@@ -60,10 +52,8 @@ def write_day(
         name = f"{table}.{fmt}"
         if fmt == "parquet":  # straight to the file: no in-memory copy of the encoded day
             path = folder / name
-            folder.mkdir(parents=True, exist_ok=True)
-            tmp = folder / f".{name}.tmp"
-            frame.write_parquet(tmp, compression="zstd", statistics=False)
-            os.replace(tmp, path)
+            with fileio.atomic_target(path) as tmp:  # a watcher never sees half a file
+                frame.write_parquet(tmp, compression="zstd", statistics=False)
             written.append(path)
             continue
         data = _encode(frame, fmt)
@@ -73,7 +63,7 @@ def write_day(
             )  # mtime=0 keeps the bytes reproducible
             name += ".gz"
         path = folder / name
-        write_bytes_atomic(path, data)
+        fileio.write_bytes(path, data)
         written.append(path)
     return written
 

@@ -121,7 +121,7 @@ def cmd_run(args: argparse.Namespace, days: list[str] | None = None) -> int:
         )
         return 2
     print(f"materialising {len(days)} day(s) into {home.root}", flush=True)
-    result = run_pipeline(home, days, progress=lambda m: print(m, flush=True))
+    result = run_pipeline(home, days, progress=lambda m: print(m, flush=True), workers=args.workers)
     summary = queries.run(home.catalog_path, "catalog_totals").row(0, named=True)
     print(f"\nreport:  {home.report_path}\ncatalog: {home.catalog_path}")
     print(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 import re
 import sys
 from typing import NoReturn
@@ -76,6 +77,8 @@ def param(text: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    workers_help = f"days run at once, as concurrent Dagster runs (default {workers}: one per core)"
     p = Parser(prog="fleet", description="Fleet telemetry analytics for recommendation-model training.")
     sub = p.add_subparsers(dest="command", required=True)
     home_help = "data home (default $FLEET_HOME or ./data)"
@@ -95,18 +98,28 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"training runs per day (default {data.DEMO_RUNS_PER_DAY})",
     )
     d.add_argument("--seed", type=int, default=data.DEMO_SEED, help=f"random seed (default {data.DEMO_SEED})")
+    d.add_argument("--workers", type=at_least_one, default=workers, help=workers_help)
     d.set_defaults(func=data.cmd_demo)
 
     s = sub.add_parser("synth", help="write synthetic landing files (same seed and days, same bytes)")
-    s.add_argument("--days", type=at_least_one, default=data.DEMO_DAYS)
+    s.add_argument(
+        "--days", type=at_least_one, default=data.DEMO_DAYS, help=f"days to write (default {data.DEMO_DAYS})"
+    )
     s.add_argument(
         "--start", type=day, help="first day YYYY-MM-DD (default: the --days days that ended yesterday, UTC)"
     )
-    s.add_argument("--runs-per-day", type=at_least_one, default=data.DEMO_RUNS_PER_DAY)
-    s.add_argument("--seed", type=int, default=data.DEMO_SEED)
+    s.add_argument(
+        "--runs-per-day",
+        type=at_least_one,
+        default=data.DEMO_RUNS_PER_DAY,
+        help=f"training runs per day (default {data.DEMO_RUNS_PER_DAY})",
+    )
+    s.add_argument("--seed", type=int, default=data.DEMO_SEED, help=f"random seed (default {data.DEMO_SEED})")
     s.add_argument("--out", help="landing root (default <data home>/landing)")
-    s.add_argument("--source", default="synthetic", help="landing source folder name")
-    s.add_argument("--format", choices=("jsonl", "csv", "parquet"), default="jsonl")
+    s.add_argument("--source", default="synthetic", help="landing source folder name (default synthetic)")
+    s.add_argument(
+        "--format", choices=("jsonl", "csv", "parquet"), default="jsonl", help="file format (default jsonl)"
+    )
     s.add_argument("--gzip", action="store_true", help="gzip jsonl/csv files")
     s.add_argument("--json", action="store_true", help="print counts and file paths as JSON")
     s.add_argument("--home", help=home_help + "; its catalog/ extends the built-in hardware and models")
@@ -120,6 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--from", dest="date_from", type=day, help="first day YYYY-MM-DD (default: every day in landing/)"
     )
     r.add_argument("--to", dest="date_to", type=day, help="last day YYYY-MM-DD (default: --from)")
+    r.add_argument("--workers", type=at_least_one, default=workers, help=workers_help)
     r.set_defaults(func=data.cmd_run)
 
     i = sub.add_parser(
@@ -139,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser(
         "calibrate", help="print every calibration target with the model's value and PASS/FAIL"
     )
-    c.add_argument("--json", action="store_true")
+    c.add_argument("--json", action="store_true", help="every target and coefficient as JSON")
     c.add_argument(
         "--fit", action="store_true", help="re-fit the coefficients of the exact targets first and show them"
     )
@@ -162,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     w.add_argument("--sweep", type=sweep, metavar="FIELD=V1,V2,...", help="sweep one field")
     w.add_argument("--home", help=home_help)
-    w.add_argument("--json", action="store_true")
+    w.add_argument("--json", action="store_true", help="the answer as JSON records")
     w.set_defaults(func=model.cmd_whatif)
 
     rc = sub.add_parser("recommend", help="rank every platform x placement for a workload")
@@ -172,12 +186,17 @@ def build_parser() -> argparse.ArgumentParser:
     rc.add_argument(
         "--set", action="append", type=setting, metavar="FIELD=VALUE", help="override a workload field"
     )
-    rc.add_argument("--objective", choices=("throughput", "perf_per_watt"), default="throughput")
+    rc.add_argument(
+        "--objective",
+        choices=("throughput", "perf_per_watt"),
+        default="throughput",
+        help="what 'best' means (default throughput)",
+    )
     rc.add_argument(
         "--platforms", type=names, help="restrict to these platforms, comma-separated (e.g. cpu,big_basin)"
     )
     rc.add_argument("--home", help=home_help)
-    rc.add_argument("--json", action="store_true")
+    rc.add_argument("--json", action="store_true", help="the workload and every option as JSON")
     rc.set_defaults(func=recommend.cmd_recommend)
 
     q = sub.add_parser("query", help="list the canned analyst queries, or run one")

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import polars as pl
 
+from pipelines.lib import fileio
 from pipelines.lib.paths import DataHome
 from synthetic_fleet.catalog import register_platforms
-from synthetic_fleet.writers import write_bytes_atomic
 
 PAI_EPOCH = dt.datetime(2020, 1, 1, tzinfo=dt.UTC)  # the trace's times are shifted seconds; 2020 = trace year
 # "worker-like" task names are trainers; `tensorflow` is a single-task TF training job. PAI has no reader role;
@@ -381,5 +381,5 @@ def deliver(adapted: Adapted, home: DataHome) -> list[str]:
     for day, frame in adapted.runs_by_day.items():
         buf = io.BytesIO()
         frame.write_parquet(buf)
-        write_bytes_atomic(home.landing / adapted.source / day / "runs.parquet", buf.getvalue())
+        fileio.write_bytes(home.landing / adapted.source / day / "runs.parquet", buf.getvalue())
     return sorted(adapted.runs_by_day)

@@ -23,7 +23,7 @@ import duckdb
 import numpy as np
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute  # noqa: F401  (pa.compute)
+import pyarrow.compute
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 

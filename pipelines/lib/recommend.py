@@ -12,6 +12,7 @@ measured) and says so.
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -653,3 +654,48 @@ def fleet_recommendations(
         for objective in OBJECTIVES
     ]
     return pl.concat(parts, how="diagonal_relaxed") if parts else pl.DataFrame()
+
+
+def fleet_recommendations_cached(home, hw: HardwareCatalog) -> tuple[pl.DataFrame, dict, bool]:
+    """``fleet_recommendations`` for the data home's fleet, refitted only when what it learns from changed
+    (the lake's runs, the user's catalogs, the code): (recommendations, the correction's figures, reused).
+    The fit's threads are capped to the cores this process may use."""
+    from threadpoolctl import threadpool_limits
+
+    from pipelines.lib import cache, lake
+    from pipelines.lib.contracts import contract
+    from synthetic_fleet.catalog import load_models
+
+    models_path = home.user_catalog_dir / "models.yaml"
+    version = cache.key(
+        cache.lake_version(home, ["runs"]),
+        cache.files_version([home.user_catalog_dir / "hardware.yaml", models_path]),
+        cache.code_version("synthetic_fleet", "pipelines/lib", "schemas"),
+    )
+    computed = []
+
+    def compute() -> dict[str, pl.DataFrame]:
+        computed.append(True)
+        with threadpool_limits(limits=len(os.sched_getaffinity(0))):
+            fleet = Fleet.from_runs(lake.read_table(home, "runs"), hw)
+            correction = fit_correction(fleet, hw)
+            recs = fleet_recommendations(fleet, hw, load_models(models_path), correction)
+        c = contract("recommendations")
+        figures = {
+            "note": correction.note,
+            "cv_mdape_corrected": correction.cv_mdape_corrected,
+            "cv_mdape_analytical": correction.cv_mdape_analytical,
+            "cv_band_coverage": correction.cv_band_coverage,
+            "n_runs": correction.n_runs,
+        }
+        return {
+            "recommendations": c.conform(recs if recs.height else c.empty_frame()),
+            "correction": pl.DataFrame(
+                [figures], schema={k: (pl.String if k == "note" else pl.Float64) for k in figures}
+            ),
+        }
+
+    frames = cache.cached_frames(home, "recommendations", version, compute)
+    figures = frames["correction"].row(0, named=True)
+    figures["n_runs"] = int(figures["n_runs"] or 0)
+    return frames["recommendations"], figures, not computed

@@ -12,6 +12,7 @@ from pathlib import Path
 import duckdb
 from filelock import FileLock
 
+from pipelines.lib import fileio
 from pipelines.lib.contracts import contract, contracts
 from pipelines.lib.lake import table_files, table_glob
 from pipelines.lib.paths import DataHome
@@ -85,7 +86,7 @@ def _build_and_swap(home: DataHome, tables: list[str], target: Path, building: P
             con.execute("CHECKPOINT")
         finally:
             con.close()
-        os.replace(building, target)
+        fileio.publish(building, target)
     finally:
         building.unlink(missing_ok=True)
         Path(str(building) + ".wal").unlink(missing_ok=True)

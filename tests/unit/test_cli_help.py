@@ -1,11 +1,13 @@
-"""Every option of the pipeline commands (demo, run, query, report, ui) says what it is and its default."""
+"""Every option of every `fleet` command says what it is and its default."""
 
 import pytest
 
-from pipelines.cli import build_parser
+from pipelines.cli.parser import build_parser
 
 
-@pytest.mark.parametrize("command", ["demo", "run", "query", "report", "ui"])
+@pytest.mark.parametrize(
+    "command", ["demo", "synth", "run", "ingest", "query", "report", "calibrate", "whatif", "recommend", "ui"]
+)
 def test_every_option_is_described(command):
     sub = next(a for a in build_parser()._actions if a.dest == "command").choices[command]
     for action in sub._actions:

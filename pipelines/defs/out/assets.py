@@ -130,20 +130,10 @@ def merged_utilisation(fleet: FleetHome):
 )
 def recommendations(fleet: FleetHome) -> dg.MaterializeResult:
     """Per model family and objective: every platform x placement, ranked, with bands and explanations."""
-    from pipelines.lib.contracts import contract
-    from pipelines.lib.recommend import Fleet, fit_correction, fleet_recommendations
-    from synthetic_fleet.catalog import load_models
+    from pipelines.lib.recommend import fleet_recommendations_cached
 
     home = fleet.data_home()
-    hw = fleet.hardware()
-    observed_fleet = Fleet.from_runs(lake.read_table(home, "runs"), hw)
-    correction = fit_correction(observed_fleet, hw)
-    recs = fleet_recommendations(
-        observed_fleet, hw, load_models(home.user_catalog_dir / "models.yaml"), correction
-    )
-    recs = contract("recommendations").conform(
-        recs if recs.height else contract("recommendations").empty_frame()
-    )
+    recs, correction, reused = fleet_recommendations_cached(home, fleet.hardware())
     top = recs.filter(recs["recommended"]).select(
         "model_name", "objective", "platform", "placement", "explanation"
     )
@@ -151,9 +141,10 @@ def recommendations(fleet: FleetHome) -> dg.MaterializeResult:
         lake.write_table(home, "recommendations", recs),
         recs,
         top_recommendations=preview(top, rows=20),
-        correction=dg.MetadataValue.text(correction.note),
-        cv_mdape_corrected=correction.cv_mdape_corrected,
-        cv_mdape_analytical=correction.cv_mdape_analytical,
-        cv_band_coverage=correction.cv_band_coverage,
-        fleet_runs_used=correction.n_runs,
+        correction=dg.MetadataValue.text(correction["note"]),
+        cv_mdape_corrected=correction["cv_mdape_corrected"],
+        cv_mdape_analytical=correction["cv_mdape_analytical"],
+        cv_band_coverage=correction["cv_band_coverage"],
+        fleet_runs_used=correction["n_runs"],
+        refitted=not reused,
     )

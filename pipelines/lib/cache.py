@@ -1,0 +1,97 @@
+"""Results that only change when their inputs do, kept under ``<data home>/cache/<name>/<key>/``.
+
+The nightly fixed cost (the fleet correction's fit, the workload model's what-if views, the report's
+JavaScript bundle) is paid once per change of what it is computed from: the key is a hash of the lake
+files a result reads (paths, sizes, modification times) and of the code and catalogs it runs. Only the
+newest key of a name is kept. A result is written whole before it is marked complete, so a killed writer
+leaves nothing that is read back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import polars as pl
+
+from pipelines.lib import fileio, lake
+from pipelines.lib.paths import PROJECT_ROOT, DataHome
+
+COMPLETE = "complete.json"
+
+
+def _hash(parts: Iterable[str]) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:24]
+
+
+def files_version(paths: Iterable[Path]) -> str:
+    """Changes when any of the files is added, removed, rewritten or touched (no file is read)."""
+    parts = []
+    for p in sorted(paths):
+        try:
+            st = p.stat()
+            parts.append(f"{p}:{st.st_size}:{st.st_mtime_ns}")
+        except OSError:
+            parts.append(f"{p}:missing")
+    return _hash(parts)
+
+
+def lake_version(home: DataHome, tables: Iterable[str]) -> str:
+    """Version of the lake tables a result reads."""
+    return files_version(p for t in tables for p in lake.table_files(home, t))
+
+
+def code_version(*folders: str) -> str:
+    """Version of the project's own code and catalogs under ``folders`` (content hashed)."""
+    h = hashlib.sha256()
+    for folder in folders:
+        for p in sorted((PROJECT_ROOT / folder).rglob("*")):
+            if p.suffix in (".py", ".yaml", ".sql") and "__pycache__" not in p.parts:
+                h.update(str(p.relative_to(PROJECT_ROOT)).encode())
+                h.update(p.read_bytes())
+    return h.hexdigest()[:24]
+
+
+def key(*parts: str) -> str:
+    return _hash(parts)
+
+
+def cached_frames(
+    home: DataHome, name: str, version: str, compute: Callable[[], dict[str, pl.DataFrame]]
+) -> dict[str, pl.DataFrame]:
+    """The frames ``compute`` returns, computed once per ``version`` and read back after that."""
+    folder = home.root / "cache" / name / version
+    done = folder / COMPLETE
+    if done.exists():
+        names = json.loads(done.read_text(encoding="utf-8"))["frames"]
+        return {n: pl.read_parquet(folder / f"{n}.parquet") for n in names}
+    frames = compute()
+    _clear(home, name)
+    folder.mkdir(parents=True, exist_ok=True)
+    for n, frame in frames.items():
+        fileio.write_parquet(folder / f"{n}.parquet", frame.to_arrow())
+    fileio.write_text(done, json.dumps({"frames": list(frames)}))
+    return frames
+
+
+def cached_text(home: DataHome, name: str, version: str, compute: Callable[[], str]) -> str:
+    """The text ``compute`` returns, computed once per ``version``."""
+    path = home.root / "cache" / name / version / "value.txt"
+    if path.exists():
+        return path.read_text(encoding="utf-8")
+    text = compute()
+    _clear(home, name)
+    fileio.write_text(path, text)
+    return text
+
+
+def _clear(home: DataHome, name: str) -> None:
+    """Older versions of ``name`` are never read again."""
+    shutil.rmtree(home.root / "cache" / name, ignore_errors=True)
