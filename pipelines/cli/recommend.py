@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from pipelines.lib.paths import DataHome
@@ -11,6 +12,8 @@ from pipelines.lib.paths import DataHome
 
 def cmd_recommend(args: argparse.Namespace) -> int:
     """Every platform x placement for a workload, ranked under an objective, with the fleet's correction."""
+    from threadpoolctl import threadpool_limits
+
     from pipelines.lib import lake
     from pipelines.lib.recommend import Fleet, fit_correction, observed, recommend
     from pipelines.lib.workload import INPUT_ERRORS, build
@@ -25,8 +28,11 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         workload = build(home.user_catalog_dir, all_runs, **kw)
         platforms = pick_platforms(hw, args.platforms) if args.platforms else None
         fleet = Fleet.from_runs(all_runs, hw)
-        correction = fit_correction(fleet, hw)
-        res = observed(recommend(workload, hw, fleet, correction, args.objective, platforms), fleet)
+        print(f"fitting the fleet correction on {fleet.runs.height:,} runs ...", file=sys.stderr, flush=True)
+        with threadpool_limits(limits=len(os.sched_getaffinity(0))):  # sklearn's threads: one per core
+            correction = fit_correction(fleet, hw)
+            print("ranking every platform x placement ...", file=sys.stderr, flush=True)
+            res = observed(recommend(workload, hw, fleet, correction, args.objective, platforms), fleet)
     except (*INPUT_ERRORS, ValueError) as exc:
         print(f"fleet recommend: {exc}", file=sys.stderr)
         return 2

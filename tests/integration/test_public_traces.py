@@ -1,4 +1,5 @@
-"""Adapters for the real public data in ../shared/realdata (skipped with a message where it is absent)."""
+"""Adapters for the real public data in shared/realdata beside the project (skipped with a message where
+it is absent; tests/fixtures holds slices of it that are tested everywhere)."""
 
 from pathlib import Path
 
@@ -22,7 +23,7 @@ MLPERF = REALDATA / "mlperf_training_dlrm"
 
 def _need(folder: Path):
     if not folder.is_dir():
-        pytest.skip(f"public data not found at {folder} (it lives beside the project in ../shared/realdata)")
+        pytest.skip(f"public data not found at {folder} (it lives beside the project, in shared/realdata)")
 
 
 def _ingest(adapted, home):
