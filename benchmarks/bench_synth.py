@@ -112,7 +112,8 @@ def main() -> int:
         ours.append(measure("ours", days, args.runs_per_day))
         base.append(measure("baseline", days, args.runs_per_day))
         print(
-            f"repeat {i + 1}: ours {ours[-1]['seconds']:.2f} s, pyarrow write from memory {base[-1]['seconds']:.2f} s "
+            f"repeat {i + 1}: ours {ours[-1]['seconds']:.2f} s, "
+            f"pyarrow write from memory {base[-1]['seconds']:.2f} s "
             f"({ours[-1]['samples']:,} samples)",
             flush=True,
         )
@@ -124,11 +125,13 @@ def main() -> int:
     )
     print(
         f"median: ours {statistics.median(o['seconds'] for o in ours):.2f} s, "
-        f"baseline {statistics.median(b['seconds'] for b in base):.2f} s  ->  ratio {ratio:.2f}x (target <= {args.target}x)"
+        f"baseline {statistics.median(b['seconds'] for b in base):.2f} s  ->  "
+        f"ratio {ratio:.2f}x (target <= {args.target}x)"
     )
     print(
         f"peak RSS: ours {statistics.median(o['peak_rss_mb'] for o in ours):.0f} MB for {days} days "
-        f"(one day alone: {one_day['peak_rss_mb']:.0f} MB); baseline {statistics.median(b['peak_rss_mb'] for b in base):.0f} MB"
+        f"(one day alone: {one_day['peak_rss_mb']:.0f} MB); "
+        f"baseline {statistics.median(b['peak_rss_mb'] for b in base):.0f} MB"
     )
     return 0 if ratio <= args.target else 1
 

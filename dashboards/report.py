@@ -196,8 +196,9 @@ def gather(home: DataHome, first: str | None = None, last: str | None = None) ->
     sweeps, placements, cal = views["sweeps"], views["placements"], views["calibration"]
     days = sorted(runs["day"].unique().to_list()) if runs.height else []
     last_ingest = ledger["ingested_at"].max() if ledger.height else None
+    n_samples = int(ledger.filter(pl.col("table_name") == "utilisation_samples")["rows_accepted"].sum())
     header = {
-        "fleet": f"{runs.height:,} runs, {int(ledger.filter(pl.col('table_name') == 'utilisation_samples')['rows_accepted'].sum()):,} samples, "
+        "fleet": f"{runs.height:,} runs, {n_samples:,} samples, "
         f"{int(ledger['rows_quarantined'].sum()) if ledger.height else 0:,} rows quarantined",
         "date range": f"{days[0]} .. {days[-1]} ({len(days)} days)" if days else "no data",
         "data freshness": f"last ingest {last_ingest:%Y-%m-%d %H:%M} UTC"

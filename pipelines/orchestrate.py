@@ -18,7 +18,7 @@ import dagster as dg
 
 from pipelines.defs.partitions import partitions_start
 from pipelines.lib.paths import INSTANCE_TEMPLATE, DataHome
-from pipelines.lib.runs import WORKER_TAG, fail_dead_runs, this_worker
+from pipelines.runs import WORKER_TAG, fail_dead_runs, this_worker
 
 JOB = "nightly"
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}

@@ -55,7 +55,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(f"fleet report: cannot write {out}: {exc.strerror or exc}", file=sys.stderr)
         return 1
     print(
-        f"report: {art.html}\ncharts: {len(art.pngs)} PNG and {len(art.svgs)} SVG in {art.html.parent / 'charts'} "
+        f"report: {art.html}\n"
+        f"charts: {len(art.pngs)} PNG and {len(art.svgs)} SVG in {art.html.parent / 'charts'} "
         f"({time.perf_counter() - start:.1f} s)"
     )
     return 0
@@ -63,8 +64,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_ui(args: argparse.Namespace) -> int:
     """`dagster dev` on the demo's instance, stoppable with Ctrl-C or SIGTERM."""
-    from pipelines.lib.runs import fail_dead_runs
     from pipelines.orchestrate import ensure_instance
+    from pipelines.runs import fail_dead_runs
 
     home = DataHome.resolve(args.home)
     instance = ensure_instance(home)

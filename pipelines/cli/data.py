@@ -216,7 +216,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     code = cmd_run(args, days)
     print(
         f"demo finished in {time.perf_counter() - start:.1f} s; data home {home.root}\n"
-        f"next: `fleet ui --home {home.root}` (Dagster UI), `fleet query --home {home.root}` (canned queries), "
+        f"next: `fleet ui --home {home.root}` (Dagster UI), "
+        f"`fleet query --home {home.root}` (canned queries), "
         f"`duckdb -readonly {home.catalog_path}` (SQL)"
     )
     return code

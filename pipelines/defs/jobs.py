@@ -6,7 +6,7 @@ import dagster as dg
 
 from pipelines.defs.resources import FleetHome
 from pipelines.lib.monitoring import landing_inventory
-from pipelines.lib.runs import day_handled_since
+from pipelines.runs import day_handled_since
 
 nightly = dg.define_asset_job(
     "nightly",

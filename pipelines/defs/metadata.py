@@ -3,9 +3,36 @@
 import dagster as dg
 import polars as pl
 
-from pipelines.lib.contracts import contract, table_schema
+from pipelines.lib.contracts import contract
 
 OWNERS = ["team:fleet-analytics"]
+
+
+def table_schema(name: str) -> dg.TableSchema:
+    """The Dagster column schema of a table, for ``dagster/column_schema`` metadata."""
+    c = contract(name)
+    cols = []
+    for col in c.columns:
+        desc = col.description + (f" [{col.unit}]" if col.unit else "")
+        constraints = dg.TableColumnConstraints(
+            nullable=col.nullable,
+            unique=(c.primary_key == (col.name,)),
+            other=[
+                s
+                for s in (
+                    f">= {col.min}" if col.min is not None else None,
+                    f"<= {col.max}" if col.max is not None else None,
+                    f"in {list(col.enum)}" if col.enum else None,
+                    f"matches {col.pattern}" if col.pattern else None,
+                    f"references {col.references}" if col.references else None,
+                )
+                if s
+            ],
+        )
+        cols.append(dg.TableColumn(name=col.name, type=col.type, description=desc, constraints=constraints))
+    return dg.TableSchema(
+        columns=cols, constraints=dg.TableConstraints(other=[f"primary key {list(c.primary_key)}"])
+    )
 
 
 def spec_metadata(table: str) -> dict:

@@ -3,7 +3,7 @@
 import dagster as dg
 
 from pipelines.lib.paths import DataHome
-from pipelines.lib.runs import WORKER_TAG, this_worker
+from pipelines.runs import WORKER_TAG, this_worker
 from synthetic_fleet.catalog import HardwareCatalog, load_hardware
 
 

@@ -8,7 +8,7 @@ import dagster as dg
 from pipelines.defs.jobs import nightly
 from pipelines.defs.resources import FleetHome
 from pipelines.lib.monitoring import Signature, changed_days, landing_inventory
-from pipelines.lib.runs import day_handled_since, fail_dead_runs
+from pipelines.runs import day_handled_since, fail_dead_runs
 
 
 def _partition_keys(context: dg.SensorEvaluationContext) -> set[str]:

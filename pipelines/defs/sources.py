@@ -9,6 +9,7 @@ landing_files = dg.AssetSpec(
     group_name="landing",
     kinds={"jsonl", "csv", "parquet"},
     owners=OWNERS,
-    description="Files producers deliver to <data home>/landing/<source>/<YYYY-MM-DD>/ (runs*, utilisation_samples*; "
+    description="Files producers deliver to <data home>/landing/<source>/<YYYY-MM-DD>/ "
+    "(runs*, utilisation_samples*; "
     "JSON Lines, CSV or Parquet, optionally gzipped). Not materialised here: the raw layer reads them.",
 )

@@ -24,7 +24,8 @@ from pipelines.lib.paths import DataHome
 from synthetic_fleet.catalog import register_platforms
 
 PAI_EPOCH = dt.datetime(2020, 1, 1, tzinfo=dt.UTC)  # the trace's times are shifted seconds; 2020 = trace year
-# "worker-like" task names are trainers; `tensorflow` is a single-task TF training job. PAI has no reader role;
+# "worker-like" task names are trainers; `tensorflow` is a single-task TF training job. PAI has no reader
+# role;
 # evaluators, chiefs, notebooks and other side-cars are not counted in any role.
 PAI_TRAINER = re.compile(r"(?i)worker|^tensorflow$")
 UNIT_GB = {
@@ -56,7 +57,8 @@ class Adapted:
 
 
 def capacity_gb(text: pl.Expr) -> pl.Expr:
-    """A free-form capacity ("2.0 TB", "143771 MiB", "141G", "2TiB") in GB (10^9 bytes); null if unreadable."""
+    """A free-form capacity ("2.0 TB", "143771 MiB", "141G", "2TiB") in GB (10^9 bytes); null if
+    unreadable."""
     parts = text.str.strip_chars().str.extract_groups(r"^(?i)([0-9]*\.?[0-9]+)\s*([KMGT]i?B?)?(?:\b|$)")
     unit = parts.struct.field("2").fill_null("").str.to_uppercase()
     factor = unit.replace_strict(UNIT_GB, default=None, return_dtype=pl.Float64)
@@ -236,9 +238,10 @@ def _mlperf_logs(folder: Path) -> pl.DataFrame:
                 pl.col("j").str.json_path_match("$.metadata.status").alias("status"),
             )
         )
-        pick = lambda key, col: (
-            ev.filter(pl.col("key") == key).select(pl.col(col).first()).item() if ev.height else None
-        )
+
+        def pick(key: str, col: str, ev: pl.DataFrame = ev):
+            return ev.filter(pl.col("key") == key).select(pl.col(col).first()).item() if ev.height else None
+
         frames.append(
             pl.DataFrame(
                 {
@@ -291,7 +294,8 @@ def adapt_mlperf(folder: Path) -> Adapted:
         notes.append(f"{table.height:,} rows from {table_path.name}")
     logs = _mlperf_logs(folder)
     if logs.height:
-        # Raw logs repeat runs of the table; their system description comes from the table where it has the run.
+        # Raw logs repeat runs of the table; their system description comes from the table where it has
+        # the run.
         sys_cols = [c for c in MLPERF_COLUMNS if c.startswith("sys_")] + [
             "duplicate_of",
             "same_run_timestamps_as",
@@ -309,9 +313,11 @@ def adapt_mlperf(folder: Path) -> Adapted:
             f"{folder}: expected mlperf_dlrm_runs.csv and/or logs/<round>/.../result_*.txt"
         )
     raw = _canonical(pl.concat(parts, how="vertical_relaxed"))
-    ms = lambda c: pl.from_epoch(
-        pl.col(c).cast(pl.Float64, strict=False).cast(pl.Int64) * 1000, time_unit="us"
-    ).dt.replace_time_zone("UTC")
+
+    def ms(c: str) -> pl.Expr:
+        seconds = pl.col(c).cast(pl.Float64, strict=False).cast(pl.Int64)
+        return pl.from_epoch(seconds * 1000, time_unit="us").dt.replace_time_zone("UTC")
+
     platform = pl.lit("mlperf_") + _slug(
         pl.col("system_json_path").str.replace(r"\.json$", "").str.replace("/systems/", "_")
     )
@@ -376,7 +382,8 @@ def _by_day(runs: pl.DataFrame) -> dict[str, pl.DataFrame]:
 
 
 def deliver(adapted: Adapted, home: DataHome) -> list[str]:
-    """Write the adapted runs as landing/<source>/<day>/runs.parquet and register the hardware; returns days."""
+    """Write the adapted runs as landing/<source>/<day>/runs.parquet and register the hardware; returns
+    the days."""
     register_platforms(home.user_catalog_dir / "hardware.yaml", adapted.platforms)
     for day, frame in adapted.runs_by_day.items():
         buf = io.BytesIO()

@@ -11,12 +11,17 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
+from pipelines.lib import lake
 from pipelines.lib.contracts import contract
+from pipelines.lib.paths import DataHome
 from pipelines.lib.sqlfiles import sql_text
 from synthetic_fleet.catalog import HardwareCatalog
 from synthetic_fleet.model import fit_frame
 
-N_BINS = int(contract("util_distribution").parameters["n_bins"])
+
+def n_bins() -> int:
+    """Fixed histogram bins over [0, 1] (util_distribution's contract parameter)."""
+    return int(contract("util_distribution").parameters["n_bins"])
 
 
 Relation = pl.DataFrame | Path  # a frame in memory, or a Parquet file DuckDB reads out of core
@@ -48,6 +53,14 @@ def _exec(con: duckdb.DuckDBPyConnection, name: str, params: dict | None = None)
     con.execute(sql_text(name), params or {})
 
 
+def day_inputs(home: DataHome, day: str) -> tuple[pl.DataFrame, Relation]:
+    """(runs, utilisation_samples) of one day: runs in memory (one row per run), samples as their
+    Parquet file, which DuckDB scans out of core (an empty frame if the day has none)."""
+    path = lake.partition_path(home, "utilisation_samples", day)
+    samples = path if path.exists() else lake.read_partition(home, "utilisation_samples", day)
+    return lake.read_partition(home, "runs", day), samples
+
+
 def run_role_stats(runs: pl.DataFrame, samples: Relation, day: str) -> pl.DataFrame:
     """Per run x role x resource statistics of one day."""
     with connection(runs=runs, samples=samples) as con:
@@ -60,7 +73,7 @@ def util_distribution(runs: pl.DataFrame, samples: Relation, stats: pl.DataFrame
     """One day's fixed-bin histograms of per-sample and per-run-mean utilisation."""
     with connection(runs=runs, samples=samples, run_role_stats=stats) as con:
         _exec(con, "transforms/samples_long.sql")
-        out = _query(con, "transforms/util_distribution.sql", {"day": day, "n_bins": N_BINS})
+        out = _query(con, "transforms/util_distribution.sql", {"day": day, "n_bins": n_bins()})
     return contract("util_distribution").conform(out)
 
 
@@ -90,7 +103,7 @@ def merged_summaries(distribution_files: Sequence[str]) -> tuple[pl.DataFrame, p
     with connection() as con:
         _exec(con, "transforms/merged_hist.sql", {"files": list(distribution_files)})
         summary = contract("util_summary").conform(
-            _query(con, "transforms/util_summary.sql", {"n_bins": N_BINS})
+            _query(con, "transforms/util_summary.sql", {"n_bins": n_bins()})
         )
         con.register("util_summary", summary)
         tvp = contract("trainer_vs_ps").conform(_query(con, "transforms/trainer_vs_ps.sql"))

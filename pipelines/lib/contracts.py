@@ -2,7 +2,7 @@
 
 From one contract this module derives the pyarrow schema the lake writes, the polars schema, the
 validator that decides which landing rows are accepted and which are quarantined (with a reason), the
-conformance check of a written partition, and the Dagster column schema (see ``table_schema``).
+conformance check of a written partition; pipelines/defs/metadata.py derives the Dagster column schema.
 """
 
 from __future__ import annotations
@@ -218,35 +218,6 @@ def contract(name: str) -> Contract:
         return contracts()[name]
     except KeyError:
         raise KeyError(f"no contract schemas/{name}.yaml (known: {sorted(contracts())})") from None
-
-
-def table_schema(name: str):  # -> dg.TableSchema; dagster imported lazily to keep lib Dagster-free
-    """The Dagster column schema of a table, for ``dagster/column_schema`` metadata."""
-    import dagster as dg
-
-    c = contract(name)
-    cols = []
-    for col in c.columns:
-        desc = col.description + (f" [{col.unit}]" if col.unit else "")
-        constraints = dg.TableColumnConstraints(
-            nullable=col.nullable,
-            unique=(c.primary_key == (col.name,)),
-            other=[
-                s
-                for s in (
-                    f">= {col.min}" if col.min is not None else None,
-                    f"<= {col.max}" if col.max is not None else None,
-                    f"in {list(col.enum)}" if col.enum else None,
-                    f"matches {col.pattern}" if col.pattern else None,
-                    f"references {col.references}" if col.references else None,
-                )
-                if s
-            ],
-        )
-        cols.append(dg.TableColumn(name=col.name, type=col.type, description=desc, constraints=constraints))
-    return dg.TableSchema(
-        columns=cols, constraints=dg.TableConstraints(other=[f"primary key {list(c.primary_key)}"])
-    )
 
 
 # ---------------------------------------------------------------- validation of landing rows
@@ -467,8 +438,11 @@ def _blank(col: Column, s: pl.Series, parsed: pl.Series) -> pl.Series:
     whitespace test runs only on the values that could be."""
     if s.dtype != pl.String:
         return s.is_null()
+    if col.enum:  # blank text is not one of the allowed values: rejected anyway
+        return s.is_null()
     if col.type == "string":  # only a value starting with whitespace can be blank
-        maybe = s.str.slice(0, 1).is_in(WHITESPACE).fill_null(False)
+        starts = [pl.lit(s).str.starts_with(w) for w in WHITESPACE]
+        maybe = pl.select(pl.any_horizontal(starts)).to_series().fill_null(False)
     else:
         maybe = parsed.is_null() & s.is_not_null()
     blank = s.is_null() | (s.str.len_bytes() == 0)
@@ -539,13 +513,10 @@ def validate_rows(
     rule_ok = [parsed.select(pl.sql_expr(rule.expr).alias("ok")).to_series() for rule in c.row_rules]
     for ok in rule_ok:
         bad = bad | ok.eq(False).fill_null(False)
-    accepted = (
-        pl.concat([frame.select(carry), parsed], how="horizontal").filter(~bad)
-        if n
-        else pl.concat([frame.select(carry), parsed], how="horizontal")
-    )
+    typed = pl.concat([frame.select(carry), parsed], how="horizontal")
     if not bad.any():
-        return Validated(accepted=accepted, rejected=_empty_rejects(frame, carry))
+        return Validated(accepted=typed, rejected=_empty_rejects(frame, carry))
+    accepted = typed.filter(~bad)
     sub = frame.filter(bad)
     text = pl.DataFrame([_as_text(given[col.name].filter(bad)).alias(col.name) for col in cols])
     staged = pl.concat(
@@ -640,7 +611,8 @@ def conformance_violations(frame: pl.DataFrame, c: Contract) -> list[str]:
 
 class ConformanceProfile:
     """Conformance of a table written batch by batch: each batch is profiled once (null counts, ranges,
-    finiteness, enum members) and ``violations`` reports what ``conformance_violations`` would on the whole."""
+    finiteness, enum members) and ``violations`` reports what ``conformance_violations`` would on the
+    whole."""
 
     def __init__(self, c: Contract):
         self.c = c

@@ -75,7 +75,7 @@ def write_parquet(target: Path, table: pa.Table, *, compression: str = "zstd") -
 
 
 def sweep_temporaries(folder: Path, name: str) -> None:
-    """Remove temporaries of ``name`` left in ``folder`` by killed writers (call only under the writer's lock)."""
+    """Remove temporaries of ``name`` left in ``folder`` by killed writers (only under the writer's lock)."""
     if folder.is_dir():
         for stale in folder.glob(f".{name}.*{TMP_SUFFIX}"):
             stale.unlink(missing_ok=True)

@@ -358,7 +358,8 @@ class _Day:
             self.file_problem(
                 f,
                 "file_duplicate",
-                f"{f.lf.relpath}: identical to {first} (same sha256); its {rows} rows are taken from there once",
+                f"{f.lf.relpath}: identical to {first} (same sha256); "
+                f"its {rows} rows are taken from there once",
             )
             return True
         if sha in self.prior.files:
@@ -544,7 +545,8 @@ class _Day:
                     pl.when(pl.col("run_id").is_in(list(self.dup_runs)))
                     .then(
                         pl.format(
-                            "run_id {} was accepted on {}, not in this day's landing files; deliver samples with their run",
+                            "run_id {} was accepted on {}, not in this day's landing files; "
+                            "deliver samples with their run",
                             pl.col("run_id"),
                             pl.col("run_id").replace_strict(self.dup_runs, default=None),
                         )
@@ -580,8 +582,11 @@ class _Day:
             joined = joined.filter(~outside)
         if not joined.height:
             return
-        rows = joined.select(*cols, pl.lit(self.day_date).alias("day"))
-        table = lake.to_arrow(rows, "utilisation_samples")
+        c = contract("utilisation_samples")
+        rows = joined.select(
+            [pl.lit(self.day_date).alias("day") if x == "day" else pl.col(x) for x in c.column_names]
+        )
+        table = rows.to_arrow().cast(self.samples.schema)  # types are the contract's by construction
         self.profile.update(rows)
         rg = self.samples.write(table)
         f.row_groups.append(rg)
@@ -990,7 +995,8 @@ class CheckOutcome:
 
 @dataclass
 class PartitionOutcome:
-    """What one day's ingest wrote, and the blocking checks that decided whether runs and samples were promoted."""
+    """What one day's ingest wrote, and the blocking checks that decided whether runs and samples were
+    promoted."""
 
     day: str
     result: DayIngest

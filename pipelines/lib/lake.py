@@ -1,4 +1,5 @@
-"""The Parquet lake: lake/<table>/day=YYYY-MM-DD/part-0.parquet, written atomically with the contract's schema."""
+"""The Parquet lake: lake/<table>/day=YYYY-MM-DD/part-0.parquet, written atomically with the contract's
+schema."""
 
 from __future__ import annotations
 

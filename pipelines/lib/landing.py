@@ -99,7 +99,8 @@ def _classify(landing: Path, path: Path, parts: tuple[str, ...]) -> LandingFile:
                 rel,
                 (
                     "file_outside_landing",
-                    f"{rel}: is a link to {printable(target)}, outside the landing folder; deliver the file itself",
+                    f"{rel}: is a link to {printable(target)}, outside the landing folder; "
+                    "deliver the file itself",
                 ),
                 sig,
             )

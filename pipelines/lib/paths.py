@@ -9,7 +9,6 @@ from pathlib import Path
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SCHEMAS_DIR = PROJECT_ROOT / "schemas"
 SQL_DIR = PROJECT_ROOT / "sql"
-DASHBOARDS_DIR = PROJECT_ROOT / "dashboards"
 INSTANCE_TEMPLATE = PROJECT_ROOT / "dagster_home" / "dagster.yaml"
 
 DEFAULT_HOME = "data"
@@ -61,7 +60,7 @@ class DataHome:
 
     @property
     def user_catalog_dir(self) -> Path:
-        """Optional user extensions of the hardware and model catalogs (``hardware.yaml``, ``models.yaml``)."""
+        """Optional user extensions of the hardware and model catalogs (hardware.yaml, models.yaml)."""
         return self.root / "catalog"
 
     def table_dir(self, table: str) -> Path:

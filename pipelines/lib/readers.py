@@ -69,7 +69,8 @@ class FileInfo:
 
 
 def detect_format(name: str, head: bytes) -> tuple[str | None, bool]:
-    """(format, gzipped) from content where it is unambiguous (gzip/Parquet magic, a leading '{'), else the name."""
+    """(format, gzipped) from content where it is unambiguous (gzip/Parquet magic, a leading '{'), else
+    from the name."""
     gz = head[:2] == b"\x1f\x8b"
     base = name[:-3] if name.endswith(".gz") else name
     if head[:4] == b"PAR1":
@@ -108,7 +109,8 @@ class CappedGzip(io.RawIOBase):
                 if not self._d.eof:
                     raise FileProblem(
                         "file_truncated",
-                        f"{self._rel}: the gzip stream is truncated or damaged (ends mid-member); deliver it again",
+                        f"{self._rel}: the gzip stream is truncated or damaged (ends mid-member); "
+                        "deliver it again",
                     )
                 self._eof = True
                 return
@@ -132,8 +134,9 @@ class CappedGzip(io.RawIOBase):
         ):
             raise FileProblem(
                 "file_decompression_limit",
-                f"{self._rel}: expands beyond the limits for one file ({self._out:,} bytes from {self._size:,}: "
-                f"over {MAX_EXPANSION_RATIO}x or {MAX_EXPANDED_BYTES >> 30} GiB); split it or deliver it uncompressed",
+                f"{self._rel}: expands beyond the limits for one file "
+                f"({self._out:,} bytes from {self._size:,}: over {MAX_EXPANSION_RATIO}x or "
+                f"{MAX_EXPANDED_BYTES >> 30} GiB); split it or deliver it uncompressed",
             )
 
     def readinto(self, b) -> int:
@@ -272,7 +275,7 @@ def _jsonl_fast(path: Path, c: Contract, rel: str, info: FileInfo) -> Iterator[R
 
 
 def _jsonl_extras(path: Path, extras: list[str], rows: pl.Series) -> Iterator[RawBatch]:
-    """Second pass, only for files with fields no contract knows: their values, for the rows that have them."""
+    """Second pass, only for files with fields no contract knows: their values, for the rows with them."""
     if not extras:
         return
     con = _connect()

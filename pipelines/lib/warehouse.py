@@ -37,7 +37,7 @@ def _ident(name: str) -> str:
 
 
 def view_sql(home: DataHome, table: str) -> str:
-    """CREATE VIEW statement for one table: over its absolute Parquet glob, or typed and empty if no data yet."""
+    """CREATE VIEW statement for one table: over its absolute Parquet glob, or typed and empty if no data."""
     if table_files(home, table):
         return sql_text("views/lake_table.sql").format(
             view=_ident(table), files=quote_literal(table_glob(home, table))
@@ -49,7 +49,7 @@ def view_sql(home: DataHome, table: str) -> str:
 
 
 def publish_catalog(home: DataHome, tables: list[str] | None = None) -> dict[str, int]:
-    """Rebuild the catalog with one view per table (with the contract's docs as comments); returns row counts."""
+    """Rebuild the catalog with one view per table (the contract's docs as comments); returns row counts."""
     tables = tables or sorted(contracts())
     home.warehouse.mkdir(parents=True, exist_ok=True)
     target = home.catalog_path

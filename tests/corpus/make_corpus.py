@@ -170,7 +170,7 @@ def build() -> dict[str, dict[int, str]]:
     add("runs-broken.parquet", b"PAR1" + b"\x00garbage\x00" * 8 + b"PAR1", {0: "file_unreadable"})
     add("runs-header-only.csv", b"run_id,status\n", {0: "file_empty"})
     add(
-        "runs-bomb.jsonl.gz",  # 70 KB that expands to 72 MB of "{}" lines (1000x): refused while decompressing
+        "runs-bomb.jsonl.gz",  # 70 KB expanding to 72 MB of "{}" lines (1000x): refused while decompressing
         gzip.compress(b"{}\n" * 24_000_000, compresslevel=9, mtime=0),
         {0: "file_decompression_limit"},
     )
@@ -178,7 +178,7 @@ def build() -> dict[str, dict[int, str]]:
     add(
         "utilisation_samples-noisy.csv",
         "\n".join([SAMPLE_HEADER, *noisy]).encode() + b"\n",
-        {**dict.fromkeys(range(2, 1002), "unknown_run"), 1002: "rejects_capped"},  # 1,000 listed, then 1 summary
+        {**dict.fromkeys(range(2, 1002), "unknown_run"), 1002: "rejects_capped"},  # 1,000 listed, 1 summary
     )
     copy = jl([run("copy-1"), run("copy-2")])
     add("runs-a-first.jsonl", copy)

@@ -14,7 +14,7 @@ from dagster._core.instance.ref import InstanceRef
 from dagster._core.utils import make_new_run_id
 
 from pipelines.lib.paths import INSTANCE_TEMPLATE, PROJECT_ROOT
-from pipelines.lib.runs import WORKER_TAG, fail_dead_runs, this_worker
+from pipelines.runs import WORKER_TAG, fail_dead_runs, this_worker
 from tests.e2e.conftest import BIN, run
 
 STARTED = dg.DagsterRunStatus.STARTED

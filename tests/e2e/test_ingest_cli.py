@@ -41,10 +41,10 @@ def test_corpus_every_defect_named_and_every_row_reconciled(tmp_path):
                 "SELECT source_file, row_number, reason_code FROM quarantine"
             ).fetchall()
         }
-        messages = dict(
-            ((f, r), m)
+        messages = {
+            (f, r): m
             for f, r, m in con.execute("SELECT source_file, row_number, message FROM quarantine").fetchall()
-        )
+        }
         ledger = con.execute(
             "SELECT source_file, rows_in, rows_accepted, rows_quarantined, extra_columns FROM ingest_ledger"
         ).fetchall()
@@ -63,7 +63,7 @@ def test_corpus_every_defect_named_and_every_row_reconciled(tmp_path):
     )
     for source_file, rows_in, accepted, quarantined, _ in ledger:
         assert rows_in == accepted + quarantined, source_file
-    assert dict((f, e) for f, *_, e in ledger)["acme/2026-11-20/runs.jsonl"] == "colour,team"
+    assert {f: e for f, *_, e in ledger}["acme/2026-11-20/runs.jsonl"] == "colour,team"
     assert json.loads(extras[0][0]) == {"colour": "blue", "team": "ads"}
     assert runs == ["copy-1", "copy-2", "good-1", "good-2"]
 

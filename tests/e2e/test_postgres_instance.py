@@ -1,4 +1,5 @@
-"""The production instance: Dagster storage in a real PostgreSQL server on loopback, running the nightly job."""
+"""The production instance: Dagster storage in a real PostgreSQL server on loopback, running the nightly
+job."""
 
 import glob
 import os

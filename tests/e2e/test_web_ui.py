@@ -1,4 +1,5 @@
-"""The real web UI: `dagster dev` on a free loopback port, queried over GraphQL, stopped cleanly by its pid."""
+"""The real web UI: `dagster dev` on a free loopback port, queried over GraphQL, stopped cleanly by its
+pid."""
 
 import json
 import os
@@ -49,7 +50,7 @@ def dagster_dev(landed, tmp_path):
         "FLEET_HOME": str(landed.root),
         "DAGSTER_DISABLE_TELEMETRY": "1",
     }
-    log = open(tmp_path / "dagster_dev.log", "w")
+    log = open(tmp_path / "dagster_dev.log", "w")  # noqa: SIM115 - open while the server runs, closed below
     # Reset SIGINT/SIGTERM: started from a shell without job control they are ignored, and dagster dev
     # would then ignore SIGTERM as well and never stop.
     proc = subprocess.Popen(
@@ -106,7 +107,8 @@ def test_ui_serves_graph_schedule_and_sensor_and_sensor_launches_one_run(dagster
     assert keys["runs"]["isPartitioned"] and keys["runs"]["groupName"] == "raw"
     schedules = _graphql(
         port,
-        f"{{ schedulesOrError(repositorySelector: {selector}) {{ ... on Schedules {{ results {{ name cronSchedule scheduleState {{ status }} }} }} }} }}",
+        f"{{ schedulesOrError(repositorySelector: {selector}) {{ ... on Schedules {{ results "
+        "{ name cronSchedule scheduleState { status } } } } }",
     )
     assert {
         (s["name"], s["cronSchedule"], s["scheduleState"]["status"])
@@ -114,7 +116,8 @@ def test_ui_serves_graph_schedule_and_sensor_and_sensor_launches_one_run(dagster
     } == {("nightly_schedule", "0 2 * * *", "RUNNING")}
     sensors = _graphql(
         port,
-        f"{{ sensorsOrError(repositorySelector: {selector}) {{ ... on Sensors {{ results {{ name sensorState {{ status }} }} }} }} }}",
+        f"{{ sensorsOrError(repositorySelector: {selector}) {{ ... on Sensors {{ results "
+        "{ name sensorState { status } } } } }",
     )
     assert {(s["name"], s["sensorState"]["status"]) for s in sensors["sensorsOrError"]["results"]} == {
         ("landing_sensor", "RUNNING"),

@@ -1,6 +1,7 @@
 """A snapshot of the asset graph: an accidental rename, dropped dependency, check or partitioning fails CI.
 
-After an intended change: UPDATE_SNAPSHOTS=1 .venv/bin/python -m pytest tests/integration/test_definitions_snapshot.py
+After an intended change:
+    UPDATE_SNAPSHOTS=1 .venv/bin/python -m pytest tests/integration/test_definitions_snapshot.py
 """
 
 import json

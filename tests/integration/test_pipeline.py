@@ -27,7 +27,7 @@ VIEWS = [
 
 
 def materialize_all(home, definitions, day: str = DAY):
-    """Every asset for ``day`` on a temporary instance: daily assets first, then the merged and publish ones."""
+    """Every asset for ``day`` on a temporary instance: daily assets first, then the merged and publish."""
     graph = definitions.resolve_asset_graph()
     keys = [k for k in graph.get_all_asset_keys() if graph.get(k).is_materializable]
     daily = [k for k in keys if graph.get(k).partitions_def is not None]
@@ -86,7 +86,7 @@ def test_every_view_answers_sql_read_only(materialized):
     con = duckdb.connect(str(home.catalog_path), read_only=True)
     try:
         counts = {v: con.execute(f"SELECT count(*) FROM {v}").fetchone()[0] for v in VIEWS}
-        kinds = set(r[0] for r in con.execute("SELECT table_type FROM information_schema.tables").fetchall())
+        kinds = {r[0] for r in con.execute("SELECT table_type FROM information_schema.tables").fetchall()}
         comment = con.execute("SELECT comment FROM duckdb_views() WHERE view_name = 'runs'").fetchone()[0]
     finally:
         con.close()

@@ -1,4 +1,5 @@
-"""trainer_vs_ps on the synthetic fleet shows the paper's pattern (Fig. 5): PS lower mean, wider, longer tail."""
+"""trainer_vs_ps on the synthetic fleet shows the paper's pattern (Fig. 5): PS lower mean, wider, longer
+tail."""
 
 import polars as pl
 

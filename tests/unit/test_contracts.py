@@ -4,12 +4,12 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
+from pipelines.defs.metadata import table_schema
 from pipelines.lib.contracts import (
     conformance_violations,
     contract,
     contracts,
     key_duplicates,
-    table_schema,
     validate_rows,
 )
 
@@ -38,7 +38,7 @@ def test_contract_derives_arrow_and_dagster_schemas(name):
     c = contract(name)
     schema = c.arrow_schema()
     assert schema.names == c.column_names
-    assert all(f.nullable == col.nullable for f, col in zip(schema, c.columns))
+    assert all(f.nullable == col.nullable for f, col in zip(schema, c.columns, strict=False))
     ts = table_schema(name)
     assert [col.name for col in ts.columns] == c.column_names
     assert all(col.description for col in ts.columns)

@@ -56,7 +56,7 @@ def _summaries(tmp_path, days: list[tuple[list[float], list[float]]]):
 @given(days=st.lists(st.tuples(values, values), min_size=1, max_size=4))
 def test_merged_quantiles_within_one_bin_of_exact(tmp_path_factory, days):
     summary, _ = _summaries(tmp_path_factory.mktemp("h"), days)
-    width = 1 / analytics.N_BINS
+    width = 1 / analytics.n_bins()
     for role, idx in (("trainer", 0), ("sparse_ps", 1)):
         exact = np.array([v for d in days for v in d[idx]])
         row = summary.filter(

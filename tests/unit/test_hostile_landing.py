@@ -10,7 +10,7 @@ import threading
 
 import polars as pl
 
-from pipelines.lib import landing, lake
+from pipelines.lib import lake, landing
 from pipelines.lib.ingest import ingest_day, ingest_partition, reconciliation
 from tests.conftest import DAY
 
@@ -119,7 +119,7 @@ def test_two_writers_of_one_day_queue_and_both_succeed(landed, hw, small_day):
     def writer():
         try:
             outcomes.append(ingest_partition(landed, DAY, hw.platforms))
-        except Exception as exc:  # noqa: BLE001 - the test reports any failure of either writer
+        except Exception as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=writer) for _ in range(2)]
@@ -130,7 +130,7 @@ def test_two_writers_of_one_day_queue_and_both_succeed(landed, hw, small_day):
     assert not errors and len(outcomes) == 2 and all(o.promoted for o in outcomes)
     assert lake.read_partition(landed, "utilisation_samples", DAY).height == small_day.samples.height
     assert not list((landed.lake / ".staging").glob("*"))  # nothing left behind
-    leftovers = [p for p in landed.lake.rglob(".*.tmp")]
+    leftovers = list(landed.lake.rglob(".*.tmp"))
     assert leftovers == []
 
 

@@ -4,7 +4,6 @@ import dagster as dg
 
 from pipelines.defs.metadata import OWNERS, description, preview, spec_metadata
 from pipelines.defs.partitions import DAILY
-from pipelines.defs.raw.assets import raw_frames
 from pipelines.defs.resources import FleetHome
 from pipelines.lib import analytics, lake
 
@@ -24,7 +23,7 @@ def run_role_stats(context: dg.AssetExecutionContext, fleet: FleetHome) -> dg.Ma
     """Mean, p50, p95 and max utilisation per run x role x resource, from every sample of the day."""
     day = context.partition_key
     home = fleet.data_home()
-    runs, samples = raw_frames(home, day)
+    runs, samples = analytics.day_inputs(home, day)
     stats = analytics.run_role_stats(runs, samples, day)
     path = lake.write_partition(home, "run_role_stats", day, stats)
     return dg.MaterializeResult(

@@ -6,7 +6,6 @@ import dagster as dg
 
 from pipelines.defs.metadata import OWNERS, description, preview, spec_metadata
 from pipelines.defs.partitions import DAILY
-from pipelines.defs.raw.assets import raw_frames
 from pipelines.defs.resources import FleetHome
 from pipelines.lib import analytics, lake
 
@@ -40,7 +39,7 @@ def util_distribution(context: dg.AssetExecutionContext, fleet: FleetHome) -> dg
     """Fixed-bin (1000) utilisation histograms of the day, per sample and per run mean."""
     day = context.partition_key
     home = fleet.data_home()
-    runs, samples = raw_frames(home, day)
+    runs, samples = analytics.day_inputs(home, day)
     stats = lake.read_partition(home, "run_role_stats", day)
     dist = analytics.util_distribution(runs, samples, stats, day)
     return _written(

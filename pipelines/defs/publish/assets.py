@@ -51,7 +51,8 @@ def analyst_catalog(fleet: FleetHome) -> dg.MaterializeResult:
     kinds={"altair", "html"},
     owners=OWNERS,
     tags={"layer": "publish"},
-    description="Self-contained offline HTML report (Vega inlined) of every analysis, and each chart as PNG and SVG.",
+    description="Self-contained offline HTML report (Vega inlined) of every analysis, "
+    "and each chart as PNG and SVG.",
 )
 def fleet_report(fleet: FleetHome) -> dg.MaterializeResult:
     """Render the report to <home>/reports/fleet_report.html and <home>/reports/charts/."""

@@ -1,13 +1,11 @@
-"""Raw layer: one landing day -> validated Parquet (runs, utilisation_samples) + quarantine + ledger + extra fields."""
+"""Raw layer: one landing day -> validated Parquet (runs, utilisation_samples), quarantine, ledger and
+extra fields."""
 
 import dagster as dg
-import polars as pl
 
 from pipelines.defs.metadata import OWNERS, description, preview, spec_metadata
 from pipelines.defs.partitions import DAILY
 from pipelines.defs.resources import FleetHome
-from pipelines.lib import lake
-from pipelines.lib.analytics import Relation
 from pipelines.lib.ingest import LANDING_TABLES, ingest_partition
 from pipelines.lib.monitoring import partition_row_counts, row_count_anomaly
 
@@ -104,11 +102,3 @@ def raw_ingest(context: dg.AssetExecutionContext, fleet: FleetHome):
             "days_compared": anomaly.days_compared,
         },
     )
-
-
-def raw_frames(home, day: str) -> tuple[pl.DataFrame, Relation]:
-    """(runs, utilisation_samples) of one day: runs in memory (one row per run), samples as their
-    Parquet file, which DuckDB scans out of core (an empty frame if the day has none)."""
-    path = lake.partition_path(home, "utilisation_samples", day)
-    samples = path if path.exists() else lake.read_partition(home, "utilisation_samples", day)
-    return lake.read_partition(home, "runs", day), samples
