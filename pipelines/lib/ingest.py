@@ -285,8 +285,11 @@ class _Day:
         return f
 
     def file_problem(self, f: _File, reason: str, message: str) -> None:
-        """The whole file is quarantined: whatever was kept of it is dropped."""
+        """The whole file is quarantined: whatever was read of it is dropped, and it counts as unreadable
+        (rows_in 0), however far it was read before the fault showed (a truncated or bomb gzip, ...)."""
         self.drop_rows(f)
+        if reason != "file_duplicate":  # a duplicate's rows are those of its first copy, counted there
+            f.entry["rows_in"] = 0
         f.entry["_file_quarantined"] = f.entry["rows_in"]
         f.entry["_file_reject"] = {"reason_code": reason, "message": message}
 
@@ -392,7 +395,7 @@ class _Day:
         info = f.info
         if fmt == "jsonl":
             f.ordinals = True
-            batches = readers.read_jsonl(lf.path, c, lf.relpath, gz, self.staging, info)
+            batches = readers.read_jsonl(lf.path, c, lf.relpath, gz, info)
             self.consume(f, c, batches)
         elif fmt == "csv":
             with readers.open_plain(lf.path, lf.relpath, gz) as stream:
@@ -410,7 +413,7 @@ class _Day:
         self.stage_extras(f)
 
     def consume(self, f: _File, c: Contract, batches) -> None:
-        for b in batches:
+        for b in readers.prefetched(batches):
             if isinstance(b, FallBack):
                 self.drop_rows(f)
                 f.entry["rows_in"] = 0

@@ -1,11 +1,12 @@
 """Streaming readers of landing files: every format in batches, so memory is set by a batch, not by a file.
 
-A reader yields ``RawBatch``es: the contract's fields (strings, or typed where the format is typed), the
-row number of each row in its file, parse-level rejects (bad JSON, not an object) and fields the contract
-does not know. Whole-file faults raise ``FileProblem``. JSON Lines is read by DuckDB in one streaming pass
-(the fast path); if DuckDB cannot parse a line, the file is read again line by line (the precise path),
-so every line gets its own verdict. CSV is read by pyarrow's streaming reader, Parquet batch by batch.
-Gzipped files are decompressed as a stream with limits on the expanded size and the expansion ratio.
+A reader yields ``RawBatch``es: the contract's fields (typed where the format or the fast path gives types,
+else text), the row number of each row in its file, parse-level rejects (bad JSON, not an object) and
+fields the contract does not know. Whole-file faults raise ``FileProblem``. JSON Lines is read by pyarrow's
+parallel reader with the contract as its schema (the fast path); if anything in the file is irregular, it
+is read again line by line (the precise path, DuckDB's JSON functions on each line), so every line gets its
+own verdict. CSV is read by pyarrow's streaming reader, Parquet batch by batch. Gzipped files are
+decompressed as a stream with limits on the expanded size and the expansion ratio.
 """
 
 from __future__ import annotations
@@ -13,7 +14,10 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
+import itertools
 import os
+import queue
+import threading
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -25,6 +29,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute
 import pyarrow.csv as pacsv
+import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
 from pipelines.lib.contracts import Contract
@@ -34,8 +39,8 @@ BATCH_ROWS = 200_000  # rows per batch: the unit of memory (a few tens of MB) an
 CHUNK_BYTES = 16 << 20  # bytes of text per batch on the precise JSON Lines path
 MAX_LINE_BYTES = 1 << 20  # a JSONL line or CSV row above 1 MiB is not telemetry: the file is quarantined
 MAX_EXPANDED_BYTES = 64 << 30  # a gzip member that expands beyond 64 GiB is refused
-MAX_EXPANSION_RATIO = 200  # ... and so is one that expands more than 200x once past 64 MiB
-RATIO_FLOOR_BYTES = 64 << 20
+MAX_EXPANSION_RATIO = 200  # ... and so is one that expands more than 200x once past 16 MiB
+RATIO_FLOOR_BYTES = 16 << 20
 INTERNAL = "__fleet_"  # prefix of internal columns; an input column with it is refused
 ROW = "__fleet_row"
 
@@ -65,7 +70,50 @@ class FileInfo:
 
     format: str | None = None
     extra_columns: list[str] = field(default_factory=list)
-    needs_line_numbers: bool = False  # JSONL fast path: row numbers are record ordinals until mapped
+
+
+_DONE = object()
+
+
+def prefetched(items: Iterator, depth: int = 2) -> Iterator:
+    """``items`` produced by a background thread, at most ``depth`` ahead: reading and parsing the next
+    batch (DuckDB, pyarrow and polars free the GIL) overlaps with validating and writing this one.
+    An exception in the producer is raised in the consumer; closing the consumer stops the producer."""
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for item in items:
+                while not stop.is_set():
+                    try:
+                        q.put(("item", item), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put(("done", _DONE))
+        except BaseException as exc:  # handed to the consumer
+            q.put(("error", exc))
+
+    thread = threading.Thread(target=produce, daemon=True)
+    thread.start()
+    try:
+        while True:
+            kind, value = q.get()
+            if kind == "done":
+                return
+            if kind == "error":
+                raise value
+            yield value
+    finally:
+        stop.set()
+        while thread.is_alive():
+            try:
+                q.get_nowait()
+            except queue.Empty:
+                thread.join(timeout=0.05)
 
 
 def detect_format(name: str, head: bytes) -> tuple[str | None, bool]:
@@ -94,6 +142,7 @@ class CappedGzip(io.RawIOBase):
 
     def __init__(self, raw: io.BufferedReader, rel: str, compressed_size: int):
         self._raw, self._rel, self._size = raw, rel, max(compressed_size, 1)
+        self._in = 0  # compressed bytes consumed: the ratio is judged as the stream goes
         self._d = zlib.decompressobj(16 + zlib.MAX_WBITS)
         self._pending = b""
         self._out = 0
@@ -104,7 +153,9 @@ class CappedGzip(io.RawIOBase):
 
     def _refill(self) -> None:
         while not self._pending and not self._eof:
-            chunk = self._d.unconsumed_tail or self._raw.read(1 << 20)
+            chunk = self._d.unconsumed_tail or self._raw.read(64 << 10)
+            if not self._d.unconsumed_tail:
+                self._in += len(chunk)
             if not chunk:
                 if not self._d.eof:
                     raise FileProblem(
@@ -130,13 +181,14 @@ class CappedGzip(io.RawIOBase):
 
     def _check_limits(self) -> None:
         if self._out > MAX_EXPANDED_BYTES or (
-            self._out > RATIO_FLOOR_BYTES and self._out > MAX_EXPANSION_RATIO * self._size
+            self._out > RATIO_FLOOR_BYTES and self._out > MAX_EXPANSION_RATIO * max(self._in, 1)
         ):
             raise FileProblem(
                 "file_decompression_limit",
                 f"{self._rel}: expands beyond the limits for one file "
-                f"({self._out:,} bytes from {self._size:,}: over {MAX_EXPANSION_RATIO}x or "
-                f"{MAX_EXPANDED_BYTES >> 30} GiB); split it or deliver it uncompressed",
+                f"({self._out:,} bytes from the first {self._in:,} of {self._size:,}: "
+                f"over {MAX_EXPANSION_RATIO}x or {MAX_EXPANDED_BYTES >> 30} GiB); "
+                "split it or deliver it uncompressed",
             )
 
     def readinto(self, b) -> int:
@@ -209,94 +261,34 @@ def _jsonl_frame(
     return pl.DataFrame([rows, *[flat.gather_every(k, offset=i).alias(n) for i, n in enumerate(names)]])
 
 
-def _extra_keys(keys: pl.Series, known: set[str], seen: dict[int, list[str]]) -> pl.Series:
-    """Per row: does it use a key the contract does not know? Distinct key lists are checked once;
-    null means the row's keys are exactly the contract's."""
-    if keys.null_count() == len(keys):
-        return pl.Series(values=np.zeros(len(keys), dtype=bool))
-    hashes = keys.hash()
-    firsts = hashes.arg_unique()
-    for i in firsts.to_list():
-        h = hashes[i]
-        if h not in seen:
-            row = keys[i]
-            seen[h] = [k for k in (row.to_list() if row is not None else []) if k not in known]
-    bad = [h for h, extra in seen.items() if extra]
-    return hashes.is_in(bad) if bad else pl.Series(values=np.zeros(len(keys), dtype=bool))
+_FAST_TYPES = {"float64": pa.float64(), "int16": pa.float64(), "int32": pa.float64(), "int64": pa.float64()}
 
 
-def _jsonl_fast(path: Path, c: Contract, rel: str, info: FileInfo) -> Iterator[RawBatch]:
-    """One DuckDB pass over the file; raises duckdb.Error on a malformed line (the caller falls back)."""
-    names = [col.name for col in c.landing_columns]
-    known = set(names)
-    seen: dict[int, list[str]] = {}
-    con = _connect()
-    try:
-        reader = con.sql(
-            sql_text("transforms/jsonl_stream.sql"),
-            params={"file": str(path), "paths": ['$."' + n + '"' for n in names], "known": names},
-        ).arrow(BATCH_ROWS)
-        ordinal = 0
-        extra_rows: list[pl.Series] = []
-        for rb in reader:
-            n = rb.num_rows
-            rows = pl.int_range(ordinal + 1, ordinal + 1 + n, dtype=pl.Int64, eager=True).alias(ROW)
-            ordinal += n
-            if n and pa.compute.max(rb.column("n_bytes")).as_py() > MAX_LINE_BYTES:
-                raise duckdb.InvalidInputException("oversized line: read precisely")
-            has_extra = _extra_keys(pl.Series(rb.column("keys")), known, seen)
-            frame = _jsonl_frame(rb.column("field_values"), names, rows)
-            not_obj = ~pl.Series(rb.column("is_object"))
-            rejects = None
-            if not_obj.any():
-                info.needs_line_numbers = True
-                rejects = frame.filter(not_obj).select(
-                    ROW,
-                    pl.lit("not_an_object").alias("reason_code"),
-                    pl.lit(None, pl.String).alias("field"),
-                    pl.lit("line is JSON but not an object; each line must be one record {...}").alias(
-                        "message"
-                    ),
-                    pl.lit(None, pl.String).alias("raw_record"),
-                )
-                frame = frame.filter(~not_obj)
-                has_extra = has_extra.filter(~not_obj)
-            if has_extra.any():
-                extra_rows.append(frame.filter(has_extra)[ROW])
-            yield RawBatch(frame=frame, rejects=rejects)
-    finally:
-        con.close()
-    extras = sorted({k for v in seen.values() for k in v})
-    if extras:
-        refuse_reserved(extras, rel)
-        info.extra_columns = [k for k in extras if k]
-        info.needs_line_numbers = True
-        yield from _jsonl_extras(path, info.extra_columns, pl.concat(extra_rows))
-
-
-def _jsonl_extras(path: Path, extras: list[str], rows: pl.Series) -> Iterator[RawBatch]:
-    """Second pass, only for files with fields no contract knows: their values, for the rows with them."""
-    if not extras:
-        return
-    con = _connect()
-    try:
-        reader = con.sql(
-            "SELECT json_extract_string(json, $paths) AS v FROM read_ndjson_objects($file)",
-            params={"file": str(path), "paths": ['$."' + k.replace('"', '\\"') + '"' for k in extras]},
-        ).arrow(BATCH_ROWS)
-        ordinal = 0
-        for rb in reader:
-            v = pl.from_arrow(rb)["v"]
-            ids = pl.int_range(ordinal + 1, ordinal + 1 + len(v), dtype=pl.Int64, eager=True)
-            ordinal += len(v)
-            frame = pl.DataFrame({ROW: ids}).with_columns(
-                *[v.list.get(i, null_on_oob=True).alias(k) for i, k in enumerate(extras)]
+def _jsonl_fast(stream: io.BufferedIOBase, c: Contract) -> Iterator[RawBatch]:
+    """One pass of pyarrow's parallel JSON reader with the contract's fields as its schema: numbers as
+    numbers (integrality is checked later), everything else as text. Anything irregular (a field the
+    contract does not know, a value of another JSON type, a line that is not an object or not JSON, a
+    line above MAX_LINE_BYTES, bytes that are not UTF-8) raises pa.ArrowInvalid and the caller reads the
+    file precisely instead. Row numbers are record ordinals (blank lines are skipped) until mapped."""
+    schema = pa.schema([(col.name, _FAST_TYPES.get(col.type, pa.string())) for col in c.landing_columns])
+    reader = pajson.open_json(
+        stream,
+        read_options=pajson.ReadOptions(block_size=MAX_LINE_BYTES + 1),  # a longer line cannot fit
+        parse_options=pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error"),
+    )
+    ordinal, pending, size = 0, [], 0
+    for rb in itertools.chain(reader, [None]):
+        if rb is not None:
+            pending.append(rb)
+            size += rb.num_rows
+        if size and (rb is None or size >= BATCH_ROWS):
+            frame = pl.from_arrow(pa.Table.from_batches(pending))
+            frame = frame.with_columns(
+                pl.int_range(ordinal + 1, ordinal + 1 + frame.height, dtype=pl.Int64, eager=True).alias(ROW)
             )
-            frame = frame.filter(pl.col(ROW).is_in(rows))
-            if frame.height:
-                yield RawBatch(frame=pl.DataFrame(), extras=_extras_json(frame, extras))
-    finally:
-        con.close()
+            ordinal += frame.height
+            pending, size = [], 0
+            yield RawBatch(frame=frame)
 
 
 def _extras_json(frame: pl.DataFrame, extras: list[str]) -> pl.DataFrame:
@@ -423,25 +415,19 @@ def jsonl_line_numbers(path: Path, rel: str, gz: bool, ordinals: pl.Series) -> p
     return ordinals.replace_strict(found, default=None, return_dtype=pl.Int64)
 
 
-def read_jsonl(
-    path: Path, c: Contract, rel: str, gz: bool, scratch: Path, info: FileInfo
-) -> Iterator[RawBatch]:
-    """JSON Lines: the DuckDB fast path; on any parse error, the precise path from the start.
+def read_jsonl(path: Path, c: Contract, rel: str, gz: bool, info: FileInfo) -> Iterator[RawBatch]:
+    """JSON Lines: the typed fast path; on anything irregular, the precise path from the start.
 
     Batches of the fast path already yielded are superseded: the caller drops what it kept of this file
     when it sees ``FallBack``.
     """
-    plain = plain_copy(path, rel, gz, scratch)
     try:
-        yield from _jsonl_fast(plain, c, rel, info)
-    except (duckdb.InvalidInputException, duckdb.ConversionException) as exc:  # bad input, not a bug
-        info.needs_line_numbers = False
+        with open_plain(path, rel, gz) as stream:
+            yield from _jsonl_fast(stream, c)
+    except pa.ArrowInvalid as exc:  # irregular input: read it line by line
         yield FallBack(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-        with open(plain, "rb") as stream:
+        with open_plain(path, rel, gz) as stream:
             yield from _jsonl_precise(stream, c, rel, info)
-    finally:
-        if plain != path:
-            plain.unlink(missing_ok=True)
 
 
 @dataclass
