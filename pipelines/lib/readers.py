@@ -422,8 +422,12 @@ def read_jsonl(path: Path, c: Contract, rel: str, gz: bool, info: FileInfo) -> I
     when it sees ``FallBack``.
     """
     try:
-        with open_plain(path, rel, gz) as stream:
-            yield from _jsonl_fast(stream, c)
+        if gz:
+            with open_plain(path, rel, gz) as stream:
+                yield from _jsonl_fast(stream, c)
+        else:  # pyarrow's own file: its reader threads never wait for the GIL
+            with pa.OSFile(str(path)) as native:
+                yield from _jsonl_fast(native, c)
     except pa.ArrowInvalid as exc:  # irregular input: read it line by line
         yield FallBack(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         with open_plain(path, rel, gz) as stream:
