@@ -160,8 +160,17 @@ def day_files(home: DataHome, day: str) -> list[LandingFile]:
 
 
 def landing_days(home: DataHome) -> list[str]:
-    """Every day that has at least one entry in a landing/<source>/<day>/ folder."""
-    return sorted({f.day for f in walk(home.landing) if f.day is not None})
+    """Every day with a landing/<source>/<day>/ folder (empty or not)."""
+    if not home.landing.is_dir():
+        return []
+    days = {
+        d.name
+        for s in home.landing.iterdir()
+        if s.is_dir() and not s.is_symlink() and not s.name.startswith(".")
+        for d in s.iterdir()
+        if d.is_dir() and is_day(d.name)
+    }
+    return sorted(days)
 
 
 def misplaced(home: DataHome) -> list[LandingFile]:
