@@ -171,7 +171,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             raise UsageError(
                 f"no landing days under {home.landing}; deliver files or run `fleet synth` first"
             )
-        s = ingest_days(home, days)
+        s = ingest_days(home, days, progress=lambda m: print(m, flush=True))
     except OSError as exc:
         print(
             f"fleet: cannot do the ingest: {exc.strerror or exc} ({exc.filename or home.root})",

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import shutil
 import stat
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,8 +66,11 @@ def misplaced_files(home: DataHome) -> list[str]:
     return [e.relpath for e in misplaced(home)]
 
 
-def ingest_days(home: DataHome, days: Iterable[str]) -> IngestSummary:
-    """Ingest each landing day against the home's hardware catalog, then republish the analyst catalog."""
+def ingest_days(
+    home: DataHome, days: Iterable[str], progress: Callable[[str], None] = lambda _: None
+) -> IngestSummary:
+    """Ingest each landing day against the home's hardware catalog, then republish the analyst catalog;
+    ``progress`` hears of each day as it is done."""
     import polars as pl
 
     from pipelines.lib.ingest import ingest_partition
@@ -76,8 +80,14 @@ def ingest_days(home: DataHome, days: Iterable[str]) -> IngestSummary:
     summary = IngestSummary(days=list(days))
     platforms = load_hardware(home.user_catalog_dir / "hardware.yaml").platforms.keys()
     ledgers, quarantines = [], []
-    for day in summary.days:
+    for i, day in enumerate(summary.days, 1):
+        start = time.perf_counter()
         outcome = ingest_partition(home, day, platforms)
+        led = outcome.result.ingest_ledger
+        progress(
+            f"  [{i}/{len(summary.days)}] {day}: {led.height} files, {int(led['rows_in'].sum()):,} rows in "
+            f"({time.perf_counter() - start:.1f} s)"
+        )
         ledgers.append(outcome.result.ingest_ledger)
         quarantines.append(outcome.result.quarantine)
         if not outcome.promoted:

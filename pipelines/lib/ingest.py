@@ -515,11 +515,36 @@ class _Day:
 
     # -- samples (streamed)
 
+    def _suspects(self, acc: pl.DataFrame) -> pl.Series:
+        """Rows that may break a cross-row rule: of an unknown run, or of a run some of whose samples in
+        this batch fall outside its time (found from each run's first and last sample, not row by row)."""
+        known = acc["run_id"].is_in(self.windows["run_id"].implode())
+        span = (
+            acc.filter(known)
+            .group_by("run_id")
+            .agg(pl.col("ts").min().alias("__lo"), pl.col("ts").max().alias("__hi"))
+            .join(self.windows, on="run_id")
+        )
+        off = span.filter(
+            ((pl.col("__lo") < pl.col("__start")) | (pl.col("__hi") > pl.col("__end"))).fill_null(False)
+        )
+        return ~known | acc["run_id"].is_in(off["run_id"].implode())
+
     def write_samples(self, f: _File, acc: pl.DataFrame) -> None:
         if not acc.height:
             return
+        suspects = self._suspects(acc)
+        if suspects.any():
+            indexed = acc.with_row_index("__i")
+            rejected = self._cross_row_rejects(f, indexed.filter(suspects))
+            acc = indexed.filter(~pl.col("__i").is_in(rejected.implode())).drop("__i")  # delivery order kept
+        self._write_accepted(f, acc)
+
+    def _cross_row_rejects(self, f: _File, rows: pl.DataFrame) -> pl.Series:
+        """Quarantine the rows (unknown run, duplicate of another day, outside the run); their indexes."""
         cols = [x.name for x in contract("utilisation_samples").landing_columns]
-        joined = acc.join(self.windows, on="run_id", how="left", maintain_order="left")
+        joined = rows.join(self.windows, on="run_id", how="left", maintain_order="left")
+        out = []
         unknown = joined["__known"].is_null()
         if unknown.any():
             bad = joined.filter(unknown)
@@ -567,6 +592,7 @@ class _Day:
                     _typed_json(orphan, cols).alias("raw_record"),
                 )
             )
+            out.append(bad["__i"])
             joined = joined.filter(~unknown)
         outside = ((joined["ts"] < joined["__start"]) | (joined["ts"] > joined["__end"])).fill_null(False)
         if outside.any():
@@ -585,7 +611,10 @@ class _Day:
                     _typed_json(bad, cols).alias("raw_record"),
                 )
             )
-            joined = joined.filter(~outside)
+            out.append(bad["__i"])
+        return pl.concat(out) if out else pl.Series("__i", [], pl.UInt32)
+
+    def _write_accepted(self, f: _File, joined: pl.DataFrame) -> None:
         if not joined.height:
             return
         c = contract("utilisation_samples")
