@@ -80,7 +80,11 @@ def run_baseline(days: int, runs_per_day: int, out: Path) -> dict:
 def child(mode: str, days: int, runs_per_day: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         result = (run_ours if mode == "ours" else run_baseline)(days, runs_per_day, Path(tmp))
-    result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    # VmHWM, not ru_maxrss: Linux keeps ru_maxrss across exec, so it would include the parent's size
+    hwm = [ln for ln in Path("/proc/self/status").read_text().splitlines() if ln.startswith("VmHWM:")]
+    result["peak_rss_mb"] = (
+        int(hwm[0].split()[1]) / 1024 if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    )
     print(json.dumps(result))
 
 

@@ -312,9 +312,18 @@ SIDES = {
 }
 
 
+def peak_rss_mb() -> float:
+    """This process's own peak resident memory. Not getrusage's ru_maxrss: Linux keeps that across the
+    exec that started this process, so it would report the (larger) parent's size at fork time."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def child(name: str, args: str) -> None:
     result = SIDES[name](json.loads(args))
-    result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    result["peak_rss_mb"] = peak_rss_mb()
     print("RESULT " + json.dumps(result))
 
 
