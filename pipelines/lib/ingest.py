@@ -44,7 +44,7 @@ from pipelines.lib.contracts import (
     key_duplicates,
     validate_rows,
 )
-from pipelines.lib.fileio import fsync_dir
+from pipelines.lib.fileio import fsync_dir, sweep_temporaries
 from pipelines.lib.landing import LandingFile, day_files
 from pipelines.lib.paths import DataHome
 from pipelines.lib.readers import ROW, FallBack, FileInfo, FileProblem
@@ -1122,8 +1122,11 @@ def ingest_partition(home: DataHome, day: str, platforms: Iterable[str]) -> Part
     so the first delivery wins across days as it does within one."""
     platforms = list(platforms)
     with partition_lock(home, day):
+        # left by a killed writer of this day (we hold its lock, so nobody is still writing them)
         for stale in (home.lake / ".staging").glob(f"day={day}.*"):
-            shutil.rmtree(stale, ignore_errors=True)  # left by a killed writer of this day (we hold its lock)
+            shutil.rmtree(stale, ignore_errors=True)
+        for table in (*LANDING_TABLES, "quarantine", "ingest_ledger", "extra_fields"):
+            sweep_temporaries(home.partition_dir(table, day), lake.PART_FILE)
         result = ingest_day(home, day, platforms)
         with lake_lock(home):
             if _raced(home, day, result):

@@ -68,7 +68,6 @@ class RawBatch:
 class FileInfo:
     """What a reader learnt about a file while reading it."""
 
-    format: str | None = None
     extra_columns: list[str] = field(default_factory=list)
 
 

@@ -138,8 +138,11 @@ def test_a_killed_writers_staging_is_swept_by_the_next_writer_of_that_day(landed
     stale = landed.lake / ".staging" / f"day={DAY}.deadbeef0000"
     stale.mkdir(parents=True)
     (stale / "utilisation_samples.parquet").write_bytes(b"half a file")
+    half = landed.partition_dir("utilisation_samples", DAY) / ".part-0.parquet.deadbeef.tmp"
+    half.parent.mkdir(parents=True)
+    half.write_bytes(b"half a file")
     ingest_partition(landed, DAY, hw.platforms)
-    assert not stale.exists()
+    assert not stale.exists() and not half.exists()
 
 
 def test_delivering_a_folder_never_reads_through_links_or_fifos(tmp_path, home, hw):
