@@ -552,65 +552,44 @@ class _Day:
             elsewhere = bad["run_id"].is_in(list(self.dup_runs)) & keys.is_in(list(self.prior_sample_hashes))
             shown = pl.col("ts").dt.to_string(TS_OUT)
             dup = bad.filter(elsewhere)
-            f.reject(
-                dup.select(
-                    ROW,
-                    pl.lit("duplicate_key").alias("reason_code"),
-                    pl.lit("ts").alias("field"),
-                    pl.format(
-                        "sample ({}, {}, {}) was already accepted on {}; the first delivery is kept",
-                        pl.col("run_id"),
-                        pl.col("server_id"),
-                        shown,
-                        pl.col("run_id").replace_strict(self.dup_runs, default=None),
-                    ).alias("message"),
-                    _typed_json(dup, cols).alias("raw_record"),
-                )
+            message = pl.format(
+                "sample ({}, {}, {}) was already accepted on {}; the first delivery is kept",
+                pl.col("run_id"),
+                pl.col("server_id"),
+                shown,
+                pl.col("run_id").replace_strict(self.dup_runs, default=None),
             )
+            f.reject(_row_rejects(dup, "duplicate_key", "ts", message, cols))
             orphan = bad.filter(~elsewhere)
-            f.reject(
-                orphan.select(
-                    ROW,
-                    pl.lit("unknown_run").alias("reason_code"),
-                    pl.lit("run_id").alias("field"),
-                    pl.when(pl.col("run_id").is_in(list(self.dup_runs)))
-                    .then(
-                        pl.format(
-                            "run_id {} was accepted on {}, not in this day's landing files; "
-                            "deliver samples with their run",
-                            pl.col("run_id"),
-                            pl.col("run_id").replace_strict(self.dup_runs, default=None),
-                        )
+            message = (
+                pl.when(pl.col("run_id").is_in(list(self.dup_runs)))
+                .then(
+                    pl.format(
+                        "run_id {} was accepted on {}, not in this day's landing files; "
+                        "deliver samples with their run",
+                        pl.col("run_id"),
+                        pl.col("run_id").replace_strict(self.dup_runs, default=None),
                     )
-                    .otherwise(
-                        pl.format(
-                            "run_id {} has no accepted run record in this day's landing files",
-                            pl.col("run_id"),
-                        )
+                )
+                .otherwise(
+                    pl.format(
+                        "run_id {} has no accepted run record in this day's landing files", pl.col("run_id")
                     )
-                    .alias("message"),
-                    _typed_json(orphan, cols).alias("raw_record"),
                 )
             )
+            f.reject(_row_rejects(orphan, "unknown_run", "run_id", message, cols))
             out.append(bad["__i"])
             joined = joined.filter(~unknown)
         outside = ((joined["ts"] < joined["__start"]) | (joined["ts"] > joined["__end"])).fill_null(False)
         if outside.any():
             bad = joined.filter(outside)
-            f.reject(
-                bad.select(
-                    ROW,
-                    pl.lit("ts_outside_run").alias("reason_code"),
-                    pl.lit("ts").alias("field"),
-                    pl.format(
-                        "ts {} is outside its run ({} .. {})",
-                        pl.col("ts").dt.to_string(TS_OUT),
-                        pl.col("__start").dt.to_string(TS_OUT),
-                        pl.col("__end").dt.to_string(TS_OUT).fill_null("running"),
-                    ).alias("message"),
-                    _typed_json(bad, cols).alias("raw_record"),
-                )
+            message = pl.format(
+                "ts {} is outside its run ({} .. {})",
+                pl.col("ts").dt.to_string(TS_OUT),
+                pl.col("__start").dt.to_string(TS_OUT),
+                pl.col("__end").dt.to_string(TS_OUT).fill_null("running"),
             )
+            f.reject(_row_rejects(bad, "ts_outside_run", "ts", message, cols))
             out.append(bad["__i"])
         return pl.concat(out) if out else pl.Series("__i", [], pl.UInt32)
 
@@ -919,6 +898,19 @@ def _typed_json(frame: pl.DataFrame, columns: list[str]) -> pl.Expr:
         if c in frame.columns
     ]
     return pl.struct(cols).struct.json_encode()
+
+
+def _row_rejects(
+    rows: pl.DataFrame, reason: str, field: str, message: pl.Expr, cols: list[str]
+) -> pl.DataFrame:
+    """Quarantine entries for ``rows``: one reason and field, a message per row, the row as JSON."""
+    return rows.select(
+        ROW,
+        pl.lit(reason).alias("reason_code"),
+        pl.lit(field).alias("field"),
+        message.alias("message"),
+        _typed_json(rows, cols).alias("raw_record"),
+    )
 
 
 def _prior_sample_hashes(home: DataHome, dup_runs: dict[str, str]) -> set[int]:
