@@ -691,7 +691,7 @@ class _Day:
             con.execute("SET enable_progress_bar = false")
             clash = con.sql(
                 sql_text("transforms/sample_key_clashes.sql"),
-                params={"hashes": str(hashes_path), "dead": dead_ranges or [[-1, -1]]},
+                params={"hashes": str(hashes_path), "dead": dead_ranges},
             ).pl()
         finally:
             con.close()
