@@ -277,7 +277,6 @@ def side_night_floor(args: dict) -> dict:
         )
         con.read_parquet(str(copy)).create_view("samples")
         con.execute(f"CREATE TABLE runs AS SELECT * FROM {reader}($src)", {"src": str(runs)})
-        con.execute(sql_text("transforms/samples_long.sql"))
         stats = con.sql(sql_text("transforms/run_role_stats.sql"), params={"day": args["days"][0]}).pl()
         con.register("run_role_stats", stats)
         con.sql(

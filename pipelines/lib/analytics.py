@@ -64,7 +64,6 @@ def day_inputs(home: DataHome, day: str) -> tuple[pl.DataFrame, Relation]:
 def run_role_stats(runs: pl.DataFrame, samples: Relation, day: str) -> pl.DataFrame:
     """Per run x role x resource statistics of one day."""
     with connection(runs=runs, samples=samples) as con:
-        _exec(con, "transforms/samples_long.sql")
         out = _query(con, "transforms/run_role_stats.sql", {"day": day})
     return contract("run_role_stats").conform(out)
 
@@ -72,7 +71,6 @@ def run_role_stats(runs: pl.DataFrame, samples: Relation, day: str) -> pl.DataFr
 def util_distribution(runs: pl.DataFrame, samples: Relation, stats: pl.DataFrame, day: str) -> pl.DataFrame:
     """One day's fixed-bin histograms of per-sample and per-run-mean utilisation."""
     with connection(runs=runs, samples=samples, run_role_stats=stats) as con:
-        _exec(con, "transforms/samples_long.sql")
         out = _query(con, "transforms/util_distribution.sql", {"day": day, "n_bins": n_bins()})
     return contract("util_distribution").conform(out)
 
