@@ -430,7 +430,9 @@ class Validated:
     rejected: pl.DataFrame  # carried columns + reason_code, field, message, raw_record
 
 
-WHITESPACE = (" ", "\t", "\r", "\n", "\x0b", "\x0c")
+# Text that starts with ASCII whitespace and holds nothing but (Unicode) whitespace: one anchored regex,
+# which stops at the first character of an ordinary value.
+_BLANK_TEXT = r"^[ \t\r\n\x0b\x0c]\s*$"
 
 
 def _blank(col: Column, s: pl.Series, parsed: pl.Series) -> pl.Series:
@@ -440,12 +442,10 @@ def _blank(col: Column, s: pl.Series, parsed: pl.Series) -> pl.Series:
         return s.is_null()
     if col.enum:  # blank text is not one of the allowed values: rejected anyway
         return s.is_null()
-    if col.type == "string":  # only a value starting with whitespace can be blank
-        starts = [pl.lit(s).str.starts_with(w) for w in WHITESPACE]
-        maybe = pl.select(pl.any_horizontal(starts)).to_series().fill_null(False)
-    else:
-        maybe = parsed.is_null() & s.is_not_null()
     blank = s.is_null() | (s.str.len_bytes() == 0)
+    if col.type == "string":
+        return blank | s.str.contains(_BLANK_TEXT).fill_null(False)
+    maybe = parsed.is_null() & s.is_not_null()
     if maybe.any():
         idx = maybe.arg_true()
         blank = blank.scatter(idx, ~s.gather(idx).str.contains(r"\S"))
@@ -461,7 +461,7 @@ def _violates(col: Column, allowed: Mapping[str, frozenset[str]]) -> pl.Expr:
     if not col.nullable:
         bad = bad | blank
     if col.type == "float64":
-        bad = bad | p.is_nan() | p.is_infinite()
+        bad = bad | ~p.is_finite()
     if col.min is not None:
         bad = bad | (p < col.min)
     if col.max is not None:

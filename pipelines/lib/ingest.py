@@ -55,7 +55,7 @@ SAMPLE_KEY = ("run_id", "server_id", "ts")
 TS_OUT = "%Y-%m-%dT%H:%M:%S%.6fZ"
 MAX_REJECTS_PER_FILE = 1000  # row rejects kept one by one per file; the rest are summarised in one entry
 HASH_FIRST_BYTES = 8 << 20  # files up to this size are hashed before reading (a duplicate is never read)
-DICTIONARY = ["run_id", "server_id", "role"]  # dictionary-encode the repetitive text columns only
+DICTIONARY = ["run_id", "server_id", "role", "day"]  # dictionary-encode the repetitive columns only
 # Samples are the lake's bulk: snappy (Parquet's and DuckDB's default) costs a third of zstd's CPU for
 # ~1.3x the bytes; the small tables keep zstd.
 SAMPLES_PARQUET = {"compression": "snappy", "use_dictionary": DICTIONARY}
