@@ -245,16 +245,22 @@ def side_night(args: dict) -> dict:
     with tempfile.TemporaryDirectory(dir=args["tmp"]) as tmp:
         home = DataHome.resolve(fresh_home(Path(tmp), [Path(t) for t in args["trees"]]))
         os.environ["DAGSTER_HOME"] = str(home.dagster_home)
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), _cpu_seconds()
         kwargs = {"workers": args["workers"]} if "workers" in args else {}
         run_pipeline(home, args["days"], progress=lambda _: None, **kwargs)
         first = time.perf_counter() - start
-        out = {"seconds": first}
+        out = {"seconds": first, "cores": (_cpu_seconds() - cpu) / first}
         if args.get("again"):  # the lake did not change: what a night costs beyond its new data
             start = time.perf_counter()
             run_pipeline(home, [], progress=lambda _: None)
             out = {"seconds": time.perf_counter() - start}
         return out
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and of its finished children (a backfill's worker processes)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 def side_night_floor(args: dict) -> dict:
@@ -359,6 +365,9 @@ def paired(case: str, repeats: int, product: tuple, anchor: tuple | None, note: 
         "repeats": repeats,
         "note": note,
     }
+    if all("cores" in r for r in ours + base):  # how many of the machine's cores each side kept busy
+        row["product_cores"] = statistics.median(r["cores"] for r in ours)
+        row["anchor_cores"] = statistics.median(r["cores"] for r in base) if base else None
     row["ratio"] = row["product_s"] / row["anchor_s"] if row["anchor_s"] else None
     target = TARGETS.get(case)
     row["target"] = target
@@ -512,6 +521,8 @@ def main() -> int:
                 note="7 days: parallel runs vs one after another",
             )
         )
+        r0 = rows[-1]
+        r0["note"] += f"; cores busy: parallel {r0['product_cores']:.2f}, serial {r0['anchor_cores']:.2f}"
     if "fixed" in cases:
         tree = landing_day(data, "parquet", min(n, 1_000_000))
         args = {"trees": [str(tree)], "days": [DAY], "tmp": str(tmp), "again": True}
