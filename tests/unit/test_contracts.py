@@ -112,6 +112,27 @@ def test_bad_sample_rows_are_rejected_with_reason_field_and_message(override, re
     assert '"run_id"' in bad["raw_record"]  # original content kept
 
 
+@pytest.mark.parametrize(
+    "server_id, blank",
+    [
+        ("", True),
+        (" ", True),
+        ("\t \u00a0", True),  # led by ASCII whitespace, then only (Unicode) whitespace
+        ("  s2", False),
+        ("\x01s2", False),  # a control byte sorts below "!" but is not whitespace
+        ("\u00a0", False),  # not led by ASCII whitespace
+        ("s2", False),
+    ],
+)
+def test_blank_text_is_missing_whatever_else_the_batch_holds(server_id, blank):
+    """Blank text is found whether or not the batch's smallest value could be blank (the cheap pre-test)."""
+    for rows in ([_sample(server_id=server_id)], [_sample(server_id="zz"), _sample(server_id=server_id)]):
+        v = _validate(rows)
+        missing = v.rejected.filter(pl.col("reason_code") == "missing_required")
+        assert missing["field"].to_list() == (["server_id"] if blank else [])
+        assert v.accepted.height + v.rejected.height == len(rows)
+
+
 def _run(**over):
     row = {
         "run_id": "r1",
