@@ -1,21 +1,27 @@
 -- Fixed-width histograms ($n_bins bins over [0, 1]; 1.0 goes to the last bin) of every sample, and of each
 -- run's mean per role (from the registered relation `run_role_stats`), per system. Reads `samples` and
--- `runs`: samples are binned per run first, the run's system joined to those counts.
-WITH long AS (
-    UNPIVOT (SELECT run_id, role, cpu_util, mem_cap_util, mem_bw_util, net_bw_util, gpu_util, gpu_mem_util FROM samples)
-    ON cpu_util, mem_cap_util, mem_bw_util, net_bw_util, gpu_util, gpu_mem_util
-    INTO NAME resource VALUE util
+-- `runs`. Each sample is tagged with a small integer for its run's system (model, platform, placement)
+-- before it is unpivoted, so the big aggregation groups on integers, not on run ids.
+WITH sys AS (
+    SELECT run_id, dense_rank() OVER (ORDER BY model_name, platform, placement) AS sys_id,
+           coalesce(model_name, '(unknown)') AS model_name, coalesce(platform, '(unknown)') AS platform,
+           coalesce(placement, '(unknown)') AS placement
+    FROM runs
 ),
-per_run AS (
-    SELECT run_id, role, resource, least(CAST(floor(util * $n_bins) AS INTEGER), $n_bins - 1) AS bin, count(*) AS n
-    FROM long
+tagged AS (
+    SELECT y.sys_id, s.role, s.cpu_util, s.mem_cap_util, s.mem_bw_util, s.net_bw_util, s.gpu_util, s.gpu_mem_util
+    FROM samples AS s JOIN sys AS y USING (run_id)
+),
+per_sys AS (
+    SELECT sys_id, role, resource, least(CAST(floor(util * $n_bins) AS INTEGER), $n_bins - 1) AS bin, count(*) AS n
+    FROM (UNPIVOT tagged ON cpu_util, mem_cap_util, mem_bw_util, net_bw_util, gpu_util, gpu_mem_util
+          INTO NAME resource VALUE util)
     GROUP BY ALL
 ),
 binned AS (
     SELECT 'sample' AS statistic, p.role, regexp_replace(p.resource, '_util$', '') AS resource,
-           coalesce(r.model_name, '(unknown)') AS model_name, coalesce(r.platform, '(unknown)') AS platform,
-           coalesce(r.placement, '(unknown)') AS placement, p.bin, p.n
-    FROM per_run AS p JOIN runs AS r USING (run_id)
+           y.model_name, y.platform, y.placement, p.bin, p.n
+    FROM per_sys AS p JOIN (SELECT DISTINCT sys_id, model_name, platform, placement FROM sys) AS y USING (sys_id)
     UNION ALL
     SELECT 'run_mean' AS statistic, role, resource, model_name, platform, placement,
            least(CAST(floor(mean_util * $n_bins) AS INTEGER), $n_bins - 1) AS bin, 1 AS n
