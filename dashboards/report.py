@@ -366,7 +366,7 @@ def render_html(
             + "').textContent = 'chart failed: ' + e; "
             "console.error(e); });"
         )
-    bundle = cache.cached_text(home, "vega_bundle", vl_convert.__version__, vl_convert.javascript_bundle)
+    bundle = cache.package_text("vega_bundle", vl_convert.__version__, vl_convert.javascript_bundle)
     return TEMPLATE.read_text(encoding="utf-8").format(
         header="".join(
             f"<li><b>{html.escape(k)}</b>: {html.escape(v)}</li>" for k, v in inputs.header.items()

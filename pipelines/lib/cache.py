@@ -1,16 +1,18 @@
 """Results that only change when their inputs do, kept under ``<data home>/cache/<name>/<key>/``.
 
-The nightly fixed cost (the fleet correction's fit, the workload model's what-if views, the report's
-JavaScript bundle) is paid once per change of what it is computed from: the key is a hash of the lake
-files a result reads (paths, sizes, modification times) and of the code and catalogs it runs. Only the
-newest key of a name is kept. A result is written whole before it is marked complete, so a killed writer
-leaves nothing that is read back.
+The nightly fixed cost (the fleet correction's fit, the workload model's what-if views) is paid once per
+change of what it is computed from: the key is a hash of the lake files a result reads (paths, sizes,
+modification times) and of the code and catalogs it runs. What depends only on an installed package (the
+report's JavaScript bundle) is kept once per user, under ``$XDG_CACHE_HOME/fleet-telemetry/`` (default
+``~/.cache``), whatever the data home. Only the newest key of a name is kept. A result is written whole
+before it is marked complete, so a killed writer leaves nothing that is read back.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -81,14 +83,25 @@ def cached_frames(
     return frames
 
 
-def cached_text(home: DataHome, name: str, version: str, compute: Callable[[], str]) -> str:
-    """The text ``compute`` returns, computed once per ``version``."""
-    path = home.root / "cache" / name / version / "value.txt"
+def user_cache_dir() -> Path:
+    """This user's cache for what depends only on installed packages, shared by every data home."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "fleet-telemetry"
+
+
+def package_text(name: str, version: str, compute: Callable[[], str]) -> str:
+    """The text ``compute`` returns, computed once per ``version`` (of the package it comes from) for this
+    user. An unwritable cache folder only means it is computed again next time."""
+    folder = user_cache_dir() / name
+    path = folder / version / "value.txt"
     if path.exists():
         return path.read_text(encoding="utf-8")
     text = compute()
-    _clear(home, name)
-    fileio.write_text(path, text)
+    try:
+        shutil.rmtree(folder, ignore_errors=True)
+        fileio.write_text(path, text)
+    except OSError:
+        pass
     return text
 
 
