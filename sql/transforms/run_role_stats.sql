@@ -1,19 +1,35 @@
 -- Per run x role x resource: servers, samples, mean / p50 / p95 / max utilisation of one day.
--- Reads the registered relations `samples` and `runs`. Aggregates the samples first and joins the run's
--- system to the (few) aggregated rows; resource names lose their `_util` suffix after aggregation.
+-- Reads the registered relations `samples` and `runs`. The samples are aggregated first and the run's system
+-- joined to the (few) aggregated rows; a resource's servers are those with at least one value of it, counted
+-- from one row per server rather than by a distinct count over every sample; resource names lose their
+-- `_util` suffix after aggregation.
 WITH long AS (
-    UNPIVOT (SELECT run_id, server_id, role, cpu_util, mem_cap_util, mem_bw_util, net_bw_util, gpu_util, gpu_mem_util FROM samples)
+    UNPIVOT (SELECT run_id, role, cpu_util, mem_cap_util, mem_bw_util, net_bw_util, gpu_util, gpu_mem_util FROM samples)
     ON cpu_util, mem_cap_util, mem_bw_util, net_bw_util, gpu_util, gpu_mem_util
     INTO NAME resource VALUE util
 ),
 stats AS (
     SELECT run_id, role, resource,
-           CAST(count(DISTINCT server_id) AS INTEGER) AS n_servers,
            count(*)                                   AS n_samples,
            avg(util)                                  AS mean_util,
            quantile_cont(util, [0.5, 0.95])           AS q,
            max(util)                                  AS max_util
     FROM long
+    GROUP BY run_id, role, resource
+),
+per_server AS (
+    SELECT run_id, role, server_id,
+           count(cpu_util) > 0 AS cpu_util, count(mem_cap_util) > 0 AS mem_cap_util,
+           count(mem_bw_util) > 0 AS mem_bw_util, count(net_bw_util) > 0 AS net_bw_util,
+           count(gpu_util) > 0 AS gpu_util, count(gpu_mem_util) > 0 AS gpu_mem_util
+    FROM samples
+    GROUP BY run_id, role, server_id
+),
+servers AS (
+    SELECT run_id, role, resource, CAST(count(*) AS INTEGER) AS n_servers
+    FROM (UNPIVOT per_server ON cpu_util, mem_cap_util, mem_bw_util, net_bw_util, gpu_util, gpu_mem_util
+          INTO NAME resource VALUE has_values)
+    WHERE has_values
     GROUP BY run_id, role, resource
 )
 SELECT
@@ -24,10 +40,11 @@ SELECT
     coalesce(r.placement, '(unknown)')  AS placement,
     s.role,
     regexp_replace(s.resource, '_util$', '') AS resource,
-    s.n_servers, s.n_samples, s.mean_util,
+    v.n_servers, s.n_samples, s.mean_util,
     s.q[1] AS p50_util,
     s.q[2] AS p95_util,
     s.max_util
 FROM stats AS s
+JOIN servers AS v USING (run_id, role, resource)
 JOIN runs AS r USING (run_id)
 ORDER BY s.run_id, s.role, resource
