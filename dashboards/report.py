@@ -187,8 +187,7 @@ def gather(home: DataHome, first: str | None = None, last: str | None = None) ->
         )
         .with_columns(explorer_line().alias("line"))
     )
-    views = cache.cached_frames(  # the model's views change only with its code and built-in catalogs
-        home,
+    views = cache.package_frames(  # the model's views change only with its code and built-in catalogs
         "model_views",
         cache.code_version("synthetic_fleet", "dashboards"),
         lambda: dict(zip(("sweeps", "placements", "calibration"), model_views(), strict=True)),

@@ -1,9 +1,9 @@
 """Results that only change when their inputs do, kept under ``<data home>/cache/<name>/<key>/``.
 
-The nightly fixed cost (the fleet correction's fit, the workload model's what-if views) is paid once per
-change of what it is computed from: the key is a hash of the lake files a result reads (paths, sizes,
-modification times) and of the code and catalogs it runs. What depends only on an installed package (the
-report's JavaScript bundle) is kept once per user, under ``$XDG_CACHE_HOME/fleet-telemetry/`` (default
+The nightly fixed cost (the fleet correction's fit) is paid once per change of what it is computed from:
+the key is a hash of the lake files a result reads (paths, sizes, modification times) and of the code and
+catalogs it runs. What depends only on the installed code (the workload model's report views, the report's
+JavaScript bundle) is kept once per user, under ``$XDG_CACHE_HOME/fleet-telemetry/`` (default
 ``~/.cache``), whatever the data home. Only the newest key of a name is kept. A result is written whole
 before it is marked complete, so a killed writer leaves nothing that is read back.
 """
@@ -69,18 +69,29 @@ def cached_frames(
     home: DataHome, name: str, version: str, compute: Callable[[], dict[str, pl.DataFrame]]
 ) -> dict[str, pl.DataFrame]:
     """The frames ``compute`` returns, computed once per ``version`` and read back after that."""
-    folder = home.root / "cache" / name / version
-    done = folder / COMPLETE
-    if done.exists():
-        names = json.loads(done.read_text(encoding="utf-8"))["frames"]
-        return {n: pl.read_parquet(folder / f"{n}.parquet") for n in names}
-    frames = compute()
-    _clear(home, name)
-    folder.mkdir(parents=True, exist_ok=True)
-    for n, frame in frames.items():
-        fileio.write_parquet(folder / f"{n}.parquet", frame.to_arrow())
-    fileio.write_text(done, json.dumps({"frames": list(frames)}))
-    return frames
+    return _frames(home.root / "cache" / name, version, compute)
+
+
+def package_frames(
+    name: str, version: str, compute: Callable[[], dict[str, pl.DataFrame]]
+) -> dict[str, pl.DataFrame]:
+    """``cached_frames`` for what depends only on the installed code (``version``), once per user."""
+    return _frames(user_cache_dir() / name, version, compute, best_effort=True)
+
+
+def package_text(name: str, version: str, compute: Callable[[], str]) -> str:
+    """The text ``compute`` returns, computed once per ``version`` (of the package it comes from) for this
+    user. An unwritable cache folder only means it is computed again next time."""
+    path = user_cache_dir() / name / version / "value.txt"
+    if path.exists():
+        return path.read_text(encoding="utf-8")
+    text = compute()
+    try:
+        shutil.rmtree(path.parent.parent, ignore_errors=True)
+        fileio.write_text(path, text)
+    except OSError:
+        pass
+    return text
 
 
 def user_cache_dir() -> Path:
@@ -89,22 +100,22 @@ def user_cache_dir() -> Path:
     return Path(base) / "fleet-telemetry"
 
 
-def package_text(name: str, version: str, compute: Callable[[], str]) -> str:
-    """The text ``compute`` returns, computed once per ``version`` (of the package it comes from) for this
-    user. An unwritable cache folder only means it is computed again next time."""
-    folder = user_cache_dir() / name
-    path = folder / version / "value.txt"
-    if path.exists():
-        return path.read_text(encoding="utf-8")
-    text = compute()
+def _frames(
+    root: Path, version: str, compute: Callable[[], dict[str, pl.DataFrame]], best_effort: bool = False
+) -> dict[str, pl.DataFrame]:
+    folder = root / version
+    done = folder / COMPLETE
+    if done.exists():
+        names = json.loads(done.read_text(encoding="utf-8"))["frames"]
+        return {n: pl.read_parquet(folder / f"{n}.parquet") for n in names}
+    frames = compute()
     try:
-        shutil.rmtree(folder, ignore_errors=True)
-        fileio.write_text(path, text)
+        shutil.rmtree(root, ignore_errors=True)  # older versions are never read again
+        folder.mkdir(parents=True, exist_ok=True)
+        for n, frame in frames.items():
+            fileio.write_parquet(folder / f"{n}.parquet", frame.to_arrow())
+        fileio.write_text(done, json.dumps({"frames": list(frames)}))
     except OSError:
-        pass
-    return text
-
-
-def _clear(home: DataHome, name: str) -> None:
-    """Older versions of ``name`` are never read again."""
-    shutil.rmtree(home.root / "cache" / name, ignore_errors=True)
+        if not best_effort:
+            raise
+    return frames

@@ -43,3 +43,20 @@ def test_cached_frames_follow_their_version(home):
     newer = cache.cached_frames(home, "views", "v2", lambda: compute(2))
     assert newer["a"]["x"].to_list() == [2] and calls == [1, 2]
     assert [p.name for p in (home.root / "cache" / "views").iterdir()] == ["v2"]
+
+
+def test_package_frames_are_shared_by_data_homes(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"sweeps": pl.DataFrame({"x": [1.5]})}
+
+    a = cache.package_frames("model_views", "code-1", compute)
+    b = cache.package_frames("model_views", "code-1", compute)
+    assert a["sweeps"].equals(b["sweeps"]) and calls == [1]
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))  # unwritable: computed, not an error
+    assert cache.package_frames("model_views", "code-1", compute)["sweeps"]["x"].to_list() == [1.5]
