@@ -87,7 +87,7 @@ class _File:
     row_groups: list[int] = field(default_factory=list)
     dead_groups: list[int] = field(default_factory=list)  # written, then dropped (a fault or a fallback)
     extras: list[pl.DataFrame] = field(default_factory=list)
-    ordinals: bool = False  # JSONL fast path: row numbers are record ordinals until mapped to lines
+    ordinals: bool = False  # JSONL DuckDB and pyarrow tiers: row numbers are record ordinals until mapped
     gz: bool = False
     info: FileInfo = field(default_factory=FileInfo)
 
@@ -398,7 +398,7 @@ class _Day:
         info = f.info
         if fmt == "jsonl":
             f.ordinals = True
-            batches = readers.read_jsonl(lf.path, c, lf.relpath, gz, info)
+            batches = readers.read_jsonl(lf.path, c, lf.relpath, gz, info, self.staging)
             self.consume(f, c, batches)
         elif fmt == "csv":
             with readers.open_plain(lf.path, lf.relpath, gz) as stream:
@@ -420,7 +420,7 @@ class _Day:
             if isinstance(b, FallBack):
                 self.drop_rows(f)
                 f.entry["rows_in"] = 0
-                f.ordinals = False
+                f.ordinals = b.ordinals
                 continue
             if b.rejects is not None and b.rejects.height:
                 f.entry["rows_in"] += b.rejects.height

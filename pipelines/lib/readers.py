@@ -1,12 +1,13 @@
 """Streaming readers of landing files: every format in batches, so memory is set by a batch, not by a file.
 
-A reader yields ``RawBatch``es: the contract's fields (typed where the format or the fast path gives types,
+A reader yields ``RawBatch``es: the contract's fields (typed where the format or a JSON tier gives types,
 else text), the row number of each row in its file, parse-level rejects (bad JSON, not an object) and
-fields the contract does not know. Whole-file faults raise ``FileProblem``. JSON Lines is read by pyarrow's
-parallel reader with the contract as its schema (the fast path); if anything in the file is irregular, it
-is read again line by line (the precise path, DuckDB's JSON functions on each line), so every line gets its
-own verdict. CSV is read by pyarrow's streaming reader, Parquet batch by batch. Gzipped files are
-decompressed as a stream with limits on the expanded size and the expansion ratio.
+fields the contract does not know. Whole-file faults raise ``FileProblem``. JSON Lines is read in up to
+three tiers, each used only where it can vouch for every line: DuckDB's parallel reader with the columns
+it detects from the file's first records; pyarrow's reader with the contract as its schema; and, if
+anything in the file is irregular, line by line (the precise path, DuckDB's JSON functions on each line),
+so every line gets its own verdict. CSV is read by pyarrow's streaming reader, Parquet batch by batch.
+Gzipped files are decompressed as a stream with limits on the expanded size and the expansion ratio.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import contextlib
 import csv
 import io
 import itertools
+import json
 import os
 import queue
 import threading
@@ -37,6 +39,7 @@ from pipelines.lib.sqlfiles import sql_text
 
 BATCH_ROWS = 200_000  # rows per batch: the unit of memory (a few tens of MB) and of a Parquet row group
 CHUNK_BYTES = 16 << 20  # bytes of text per batch on the precise JSON Lines path
+SAMPLE_RECORDS = 20_480  # records the DuckDB tier detects a JSON Lines file's columns from
 MAX_LINE_BYTES = 1 << 20  # a JSONL line or CSV row above 1 MiB is not telemetry: the file is quarantined
 MAX_EXPANDED_BYTES = 64 << 30  # a gzip member that expands beyond 64 GiB is refused
 MAX_EXPANSION_RATIO = 200  # ... and so is one that expands more than 200x once past 16 MiB
@@ -263,7 +266,7 @@ def _jsonl_frame(
 _FAST_TYPES = {"float64": pa.float64(), "int16": pa.float64(), "int32": pa.float64(), "int64": pa.float64()}
 
 
-def _jsonl_fast(stream: io.BufferedIOBase, c: Contract) -> Iterator[RawBatch]:
+def _jsonl_pyarrow(stream: io.BufferedIOBase, c: Contract) -> Iterator[RawBatch]:
     """One pass of pyarrow's parallel JSON reader with the contract's fields as its schema: numbers as
     numbers (integrality is checked later), everything else as text. Anything irregular (a field the
     contract does not know, a value of another JSON type, a line that is not an object or not JSON, a
@@ -288,6 +291,137 @@ def _jsonl_fast(stream: io.BufferedIOBase, c: Contract) -> Iterator[RawBatch]:
             ordinal += frame.height
             pending, size = [], 0
             yield RawBatch(frame=frame)
+
+
+class _Unvouched(Exception):
+    """The DuckDB tier cannot vouch for a JSON Lines file; the next tier reads it."""
+
+
+# A member whose value starts with t or f: true/false, which DuckDB would take as 1/0 in a number column
+# (or text that merely looks so, which only costs a slower tier). A JSON Lines record has no raw newline.
+_BOOLEAN_MEMBER = r":\s*[tf]"
+
+_SCAN_BYTES = 16 << 20
+
+
+class _LiteralScan(threading.Thread):
+    """Whether a file's bytes hold a match of ``pattern`` within a line (RE2 over chunks, GIL released)."""
+
+    def __init__(self, path: Path, pattern: str):
+        super().__init__(daemon=True)
+        self.path, self.pattern = path, pattern
+        self.found = False
+        self.error: BaseException | None = None
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        try:
+            tail = b""  # the previous chunk's last, unfinished line
+            with open(self.path, "rb") as fh:
+                while not self.stop.is_set() and (chunk := fh.read(_SCAN_BYTES)):
+                    # a match lies within one line: within this chunk, or across its start
+                    first_end = chunk.find(b"\n")
+                    head = chunk if first_end < 0 else chunk[: first_end + 1]
+                    if _matches(chunk, self.pattern) or (tail and _matches(tail + head, self.pattern)):
+                        self.found = True
+                        return
+                    last_end = chunk.rfind(b"\n")
+                    # a line over MAX_LINE_BYTES fails the DuckDB tier anyway: the tail need not be longer
+                    tail = (tail + chunk)[-MAX_LINE_BYTES:] if last_end < 0 else chunk[last_end + 1 :]
+        except BaseException as exc:  # handed to the reader, which falls to the next tier
+            self.error = exc
+
+
+def _matches(data: bytes, pattern: str) -> bool:
+    offsets = pa.py_buffer(np.array([0, len(data)], dtype=np.int64))
+    one = pa.LargeBinaryArray.from_buffers(pa.large_binary(), 1, [None, offsets, pa.py_buffer(data)])
+    return bool(pa.compute.match_substring_regex(one, pattern)[0].as_py())
+
+
+def _sample_keys(path: Path, records: int) -> list[str] | None:
+    """Keys of the first ``records`` records, in order of appearance; None if a line is not a JSON object
+    or is longer than MAX_LINE_BYTES."""
+    keys: dict[str, None] = {}
+    seen = 0
+    with open(path, "rb") as fh:
+        while seen < records and (line := fh.readline(MAX_LINE_BYTES + 2)):
+            if len(line) > MAX_LINE_BYTES:
+                return None
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                return None
+            if not isinstance(obj, dict):
+                return None
+            keys.update(dict.fromkeys(obj))
+            seen += 1
+    return list(keys)
+
+
+def _json_text(s: pl.Series) -> pl.Series:
+    """JSON values as the precise path sees them: strings unquoted, anything else its JSON text."""
+    quoted = s.str.starts_with('"').fill_null(False)
+    if not quoted.any():
+        return s
+    idx = quoted.arg_true()
+    return s.scatter(idx, s.gather(idx).str.json_decode(pl.String))
+
+
+def _jsonl_duckdb(path: Path, c: Contract, rel: str, info: FileInfo) -> Iterator[RawBatch]:
+    """The DuckDB tier: columns detected from the first SAMPLE_RECORDS records, then read in parallel.
+
+    It reads a file only where the result is the same as the precise path's: every detected column is a
+    number (DOUBLE) where the contract wants one, or text (VARCHAR; JSON, unquoted here), and the detected
+    names are exactly the sample's keys. A key, a duplicate or a value the detection did not foresee makes
+    DuckDB raise, and a true/false anywhere (DuckDB would read it as 1/0) is caught by a scan of the bytes
+    that runs alongside; either way ``_Unvouched`` or ``duckdb.Error`` sends the file to the next tier.
+    """
+    numeric = {col.name for col in c.landing_columns if col.type in _FAST_TYPES}
+    known = {col.name for col in c.landing_columns}
+    scan: _LiteralScan | None = None
+    con = _connect()
+    try:
+        relation = con.sql(
+            sql_text("transforms/jsonl_detected.sql"),
+            params={"file": str(path), "sample_records": SAMPLE_RECORDS, "max_object_bytes": MAX_LINE_BYTES},
+        )
+        names, types = relation.columns, [str(t) for t in relation.types]
+        if _sample_keys(path, SAMPLE_RECORDS) != names:  # DuckDB renames keys that differ only in case
+            raise _Unvouched("the detected columns are not the sample's keys")
+        refuse_reserved(names, rel)
+        for name, t in zip(names, types, strict=True):
+            # a column only null in the sample ("NULL") would read later values as null, and DuckDB then
+            # stops raising on keys outside the sample: such a file goes to the next tier
+            if t not in ("VARCHAR", "JSON") and not (t == "DOUBLE" and name in numeric):
+                raise _Unvouched(f"'{name}' detected as {t}")
+        scan = _LiteralScan(path, _BOOLEAN_MEMBER)
+        scan.start()
+        extras = [n for n in names if n not in known]
+        if "" in extras:
+            raise _Unvouched("an empty key")
+        as_json = [n for n, t in zip(names, types, strict=True) if t == "JSON"]
+        ordinal = 0
+        for rb in relation.to_arrow_reader(BATCH_ROWS):
+            frame = pl.from_arrow(rb)
+            if as_json:
+                frame = frame.with_columns(_json_text(frame[n]) for n in as_json)
+            frame = frame.with_columns(
+                pl.int_range(ordinal + 1, ordinal + 1 + frame.height, dtype=pl.Int64, eager=True).alias(ROW)
+            )
+            ordinal += frame.height
+            yield RawBatch(frame=frame.drop(extras), extras=_extras_json(frame, extras) if extras else None)
+        scan.join()
+        if scan.error is not None:
+            raise _Unvouched(f"the byte scan failed ({scan.error})")
+        if scan.found:
+            raise _Unvouched("a member may be true or false")
+        info.extra_columns = sorted(extras)
+    finally:
+        if scan is not None:
+            scan.stop.set()
+        con.close()
 
 
 def _extras_json(frame: pl.DataFrame, extras: list[str]) -> pl.DataFrame:
@@ -414,30 +548,41 @@ def jsonl_line_numbers(path: Path, rel: str, gz: bool, ordinals: pl.Series) -> p
     return ordinals.replace_strict(found, default=None, return_dtype=pl.Int64)
 
 
-def read_jsonl(path: Path, c: Contract, rel: str, gz: bool, info: FileInfo) -> Iterator[RawBatch]:
-    """JSON Lines: the typed fast path; on anything irregular, the precise path from the start.
+def read_jsonl(
+    path: Path, c: Contract, rel: str, gz: bool, info: FileInfo, scratch: Path
+) -> Iterator[RawBatch | FallBack]:
+    """JSON Lines: the DuckDB tier, else pyarrow's typed reader, else the precise path from the start.
 
-    Batches of the fast path already yielded are superseded: the caller drops what it kept of this file
-    when it sees ``FallBack``.
+    Batches of a tier already yielded are superseded: the caller drops what it kept of this file when it
+    sees ``FallBack``. A gzipped file is decompressed (within the limits) to ``scratch`` first.
     """
+    plain = plain_copy(path, rel, gz, scratch)
     try:
-        if gz:
-            with open_plain(path, rel, gz) as stream:
-                yield from _jsonl_fast(stream, c)
-        else:  # pyarrow's own file: its reader threads never wait for the GIL
-            with pa.OSFile(str(path)) as native:
-                yield from _jsonl_fast(native, c)
-    except pa.ArrowInvalid as exc:  # irregular input: read it line by line
-        yield FallBack(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-        with open_plain(path, rel, gz) as stream:
+        try:
+            yield from _jsonl_duckdb(plain, c, rel, info)
+            return
+        except (_Unvouched, duckdb.Error) as exc:
+            yield FallBack(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, ordinals=True)
+        try:
+            with pa.OSFile(str(plain)) as native:  # pyarrow's own file: its threads never wait for the GIL
+                yield from _jsonl_pyarrow(native, c)
+            return
+        except pa.ArrowInvalid as exc:  # irregular input: read it line by line
+            yield FallBack(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, ordinals=False)
+        with open(plain, "rb") as stream:
             yield from _jsonl_precise(stream, c, rel, info)
+    finally:
+        if plain != path:
+            plain.unlink(missing_ok=True)
 
 
 @dataclass
 class FallBack:
-    """Marker: the fast path failed; everything read so far from this file must be discarded."""
+    """Marker: a tier gave up; everything read so far from this file must be discarded. ``ordinals``:
+    the next tier's row numbers are still record ordinals (else they are line numbers)."""
 
     why: str
+    ordinals: bool
 
 
 # ---------------------------------------------------------------- CSV
