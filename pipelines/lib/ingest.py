@@ -515,26 +515,28 @@ class _Day:
 
     # -- samples (streamed)
 
-    def _suspects(self, acc: pl.DataFrame) -> pl.Series:
-        """Rows that may break a cross-row rule: of an unknown run, or of a run some of whose samples in
-        this batch fall outside its time (found from each run's first and last sample, not row by row)."""
-        known = acc["run_id"].is_in(self.windows["run_id"].implode())
+    def _suspects(self, acc: pl.DataFrame) -> pl.Series | None:
+        """Rows that may break a cross-row rule (None when none can): of an unknown run, or of a run some
+        of whose samples in this batch fall outside its time. Decided per run from its first and last
+        sample in the batch, so a clean batch costs one group-by, not a test per row."""
         span = (
-            acc.filter(known)
-            .group_by("run_id")
+            acc.group_by("run_id")
             .agg(pl.col("ts").min().alias("__lo"), pl.col("ts").max().alias("__hi"))
-            .join(self.windows, on="run_id")
+            .join(self.windows, on="run_id", how="left")
         )
         off = span.filter(
-            ((pl.col("__lo") < pl.col("__start")) | (pl.col("__hi") > pl.col("__end"))).fill_null(False)
+            pl.col("__known").is_null()
+            | ((pl.col("__lo") < pl.col("__start")) | (pl.col("__hi") > pl.col("__end"))).fill_null(False)
         )
-        return ~known | acc["run_id"].is_in(off["run_id"].implode())
+        if not off.height:
+            return None
+        return acc["run_id"].is_in(off["run_id"].implode(), nulls_equal=True)
 
     def write_samples(self, f: _File, acc: pl.DataFrame) -> None:
         if not acc.height:
             return
         suspects = self._suspects(acc)
-        if suspects.any():
+        if suspects is not None and suspects.any():
             indexed = acc.with_row_index("__i")
             rejected = self._cross_row_rejects(f, indexed.filter(suspects))
             acc = indexed.filter(~pl.col("__i").is_in(rejected.implode())).drop("__i")  # delivery order kept
@@ -645,7 +647,7 @@ class _Day:
                 self._stage_extras(f, ex.filter(pl.col(ROW).is_in(keep.implode())))
 
     def map_lines(self, f: _File, frames: list[pl.DataFrame] | None = None) -> None:
-        """JSONL fast path: replace record ordinals by line numbers where the file has blank lines."""
+        """JSONL DuckDB and pyarrow tiers: replace record ordinals by line numbers (blank lines skipped)."""
         mine = [p for p in self.runs_parts if p.height and p["__fleet_order"][0] == f.order]
         targets = f.rejects + f.extras + mine if frames is None else frames
         ordinals = pl.concat([t[ROW] for t in targets]) if targets else pl.Series(ROW, [], pl.Int64)
