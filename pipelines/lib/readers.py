@@ -278,19 +278,26 @@ def _jsonl_pyarrow(stream: io.BufferedIOBase, c: Contract) -> Iterator[RawBatch]
         read_options=pajson.ReadOptions(block_size=MAX_LINE_BYTES + 1),  # a longer line cannot fit
         parse_options=pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error"),
     )
-    ordinal, pending, size = 0, [], 0
-    for rb in itertools.chain(reader, [None]):
+    ordinal = 0
+    for frame in _rebatched(reader):
+        frame = frame.with_columns(
+            pl.int_range(ordinal + 1, ordinal + 1 + frame.height, dtype=pl.Int64, eager=True).alias(ROW)
+        )
+        ordinal += frame.height
+        yield RawBatch(frame=frame)
+
+
+def _rebatched(batches) -> Iterator[pl.DataFrame]:
+    """Record batches gathered into frames of at least BATCH_ROWS rows (readers hand out smaller ones:
+    each costs a validation, a Parquet row group and their fixed overheads)."""
+    pending, size = [], 0
+    for rb in itertools.chain(batches, [None]):
         if rb is not None:
             pending.append(rb)
             size += rb.num_rows
         if size and (rb is None or size >= BATCH_ROWS):
-            frame = pl.from_arrow(pa.Table.from_batches(pending))
-            frame = frame.with_columns(
-                pl.int_range(ordinal + 1, ordinal + 1 + frame.height, dtype=pl.Int64, eager=True).alias(ROW)
-            )
-            ordinal += frame.height
+            yield pl.from_arrow(pa.Table.from_batches(pending))
             pending, size = [], 0
-            yield RawBatch(frame=frame)
 
 
 class _Unvouched(Exception):
@@ -403,8 +410,7 @@ def _jsonl_duckdb(path: Path, c: Contract, rel: str, info: FileInfo) -> Iterator
             raise _Unvouched("an empty key")
         as_json = [n for n, t in zip(names, types, strict=True) if t == "JSON"]
         ordinal = 0
-        for rb in relation.to_arrow_reader(BATCH_ROWS):
-            frame = pl.from_arrow(rb)
+        for frame in _rebatched(relation.to_arrow_reader(BATCH_ROWS)):
             if as_json:
                 frame = frame.with_columns(_json_text(frame[n]) for n in as_json)
             frame = frame.with_columns(
