@@ -390,8 +390,10 @@ def write_report(
         specs[name] = chart.to_dict()
         static = exported[name].to_dict()
         png, svg = out_dir / "charts" / f"{name}.png", out_dir / "charts" / f"{name}.svg"
-        fileio.write_bytes(png, vl_convert.vegalite_to_png(static, scale=1.5))
-        fileio.write_text(svg, vl_convert.vegalite_to_svg(static))
+        drawing = vl_convert.vegalite_to_svg(static)
+        fileio.write_text(svg, drawing)
+        # the PNG rasterises that SVG: the same bytes as vegalite_to_png, without running Vega again
+        fileio.write_bytes(png, vl_convert.svg_to_png(drawing, scale=1.5))
         pngs.append(png)
         svgs.append(svg)
         files[name] = (f"charts/{name}.png", f"charts/{name}.svg")
