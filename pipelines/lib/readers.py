@@ -403,11 +403,11 @@ def _jsonl_duckdb(path: Path, c: Contract, rel: str, info: FileInfo) -> Iterator
             # stops raising on keys outside the sample: such a file goes to the next tier
             if t not in ("VARCHAR", "JSON") and not (t == "DOUBLE" and name in numeric):
                 raise _Unvouched(f"'{name}' detected as {t}")
-        scan = _LiteralScan(path, _BOOLEAN_MEMBER)
-        scan.start()
         extras = [n for n in names if n not in known]
         if "" in extras:
             raise _Unvouched("an empty key")
+        scan = _LiteralScan(path, _BOOLEAN_MEMBER)
+        scan.start()
         as_json = [n for n, t in zip(names, types, strict=True) if t == "JSON"]
         ordinal = 0
         for frame in _rebatched(relation.to_arrow_reader(BATCH_ROWS)):
