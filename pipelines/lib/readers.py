@@ -278,25 +278,25 @@ def _jsonl_pyarrow(stream: io.BufferedIOBase, c: Contract) -> Iterator[RawBatch]
         read_options=pajson.ReadOptions(block_size=MAX_LINE_BYTES + 1),  # a longer line cannot fit
         parse_options=pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error"),
     )
-    ordinal = 0
     for frame in _rebatched(reader):
-        frame = frame.with_columns(
-            pl.int_range(ordinal + 1, ordinal + 1 + frame.height, dtype=pl.Int64, eager=True).alias(ROW)
-        )
-        ordinal += frame.height
         yield RawBatch(frame=frame)
 
 
 def _rebatched(batches) -> Iterator[pl.DataFrame]:
     """Record batches gathered into frames of at least BATCH_ROWS rows (readers hand out smaller ones:
-    each costs a validation, a Parquet row group and their fixed overheads)."""
-    pending, size = [], 0
+    each costs a validation, a Parquet row group and their fixed overheads), each row numbered with its
+    record ordinal in ``__fleet_row``."""
+    pending, size, ordinal = [], 0, 0
     for rb in itertools.chain(batches, [None]):
         if rb is not None:
             pending.append(rb)
             size += rb.num_rows
         if size and (rb is None or size >= BATCH_ROWS):
-            yield pl.from_arrow(pa.Table.from_batches(pending))
+            frame = pl.from_arrow(pa.Table.from_batches(pending))
+            yield frame.with_columns(
+                pl.int_range(ordinal + 1, ordinal + 1 + size, dtype=pl.Int64, eager=True).alias(ROW)
+            )
+            ordinal += size
             pending, size = [], 0
 
 
@@ -409,14 +409,9 @@ def _jsonl_duckdb(path: Path, c: Contract, rel: str, info: FileInfo) -> Iterator
         scan = _LiteralScan(path, _BOOLEAN_MEMBER)
         scan.start()
         as_json = [n for n, t in zip(names, types, strict=True) if t == "JSON"]
-        ordinal = 0
         for frame in _rebatched(relation.to_arrow_reader(BATCH_ROWS)):
             if as_json:
                 frame = frame.with_columns(_json_text(frame[n]) for n in as_json)
-            frame = frame.with_columns(
-                pl.int_range(ordinal + 1, ordinal + 1 + frame.height, dtype=pl.Int64, eager=True).alias(ROW)
-            )
-            ordinal += frame.height
             yield RawBatch(frame=frame.drop(extras), extras=_extras_json(frame, extras) if extras else None)
         scan.join()
         if scan.error is not None:
