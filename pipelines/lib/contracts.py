@@ -497,6 +497,8 @@ def validate_rows(
     for the rejected rows, so a clean batch costs a parse and a few comparisons per column.
     """
     allowed = allowed or {}
+    # one chunk per column: polars 2.1 panics building messages over string columns of several chunks
+    frame = frame.rechunk()
     cols = c.landing_columns
     n = frame.height
     given = {

@@ -134,6 +134,10 @@ def build() -> dict[str, dict[int, str]]:
                 sample(server="t6", net="high"),  # 10 wrong type
                 sample(server="t7", ts="2026-13-45T99:00:00Z"),  # 11 impossible timestamp
                 sample(run_id="", server="t8"),  # 12 empty run_id
+                "",  # 13 a blank line is no record
+                "only,two",  # 14 two fields where the header has eleven
+                sample(server="t9", role='"train\ner"'),  # 15-16 a quoted line break, then an unknown role
+                sample(server="t10", cpu="2"),  # 17 utilisation above 1: its own line, not the 15th record
             ]
         ).encode()
         + b"\n",
@@ -147,6 +151,9 @@ def build() -> dict[str, dict[int, str]]:
             10: "wrong_type",
             11: "wrong_type",
             12: "missing_required",
+            14: "bad_csv_row",
+            15: "unknown_value",
+            17: "out_of_bounds",
         },
     )
     add("runs-empty.jsonl", b"", {0: "file_empty"})

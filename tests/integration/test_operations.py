@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 from dagster._core.utils import make_new_run_id
 
-import pipelines.lib.ingest as ingest_module
+import pipelines.lib.ingest.promote as ingest_module
 from pipelines.defs.resources import FleetHome
 from pipelines.lib import lake
 from pipelines.lib.monitoring import landing_inventory

@@ -6,7 +6,7 @@ import json
 import polars as pl
 
 from pipelines.lib.ingest import ingest_day, reconciliation, table_for
-from pipelines.lib.readers import detect_format
+from pipelines.lib.ingest.readers import detect
 from tests.conftest import DAY
 
 
@@ -121,9 +121,13 @@ def test_whole_file_faults_are_quarantined_and_the_rest_goes_through(landed, hw,
 
 
 def test_format_and_table_detection():
-    assert detect_format("x.jsonl.gz", b"\x1f\x8b\x08\x00") == ("jsonl", True)
-    assert detect_format("x.bin", b"PAR1") == ("parquet", False)
-    assert detect_format("x.txt", b"abcd") == (None, False)
+    def name(found):
+        fmt, gz = found
+        return (fmt.name if fmt else None), gz
+
+    assert name(detect("x.jsonl.gz", b"\x1f\x8b\x08\x00")) == ("jsonl", True)
+    assert name(detect("x.bin", b"PAR1")) == ("parquet", False)
+    assert name(detect("x.txt", b"abcd")) == (None, False)
     assert table_for("utilisation_samples-part-3.csv") == "utilisation_samples"
     assert table_for("runs.parquet") == "runs"
     assert table_for("runsheet.csv") is None

@@ -1,0 +1,35 @@
+"""Ingest: landing files of a day -> validated, staged, checked and promoted lake partitions.
+
+One module per responsibility: ``day`` (the day's files, read and validated as they stream), ``readers``
+(one module per format and the registry that recognises them), ``entries`` (ledger and quarantine
+entries), ``cross_row`` (rules across rows), ``dedupe`` (nothing twice), ``staging`` (the staged files)
+and ``promote`` (checks, locks and promotion).
+"""
+
+from pipelines.lib.ingest.cross_row import SAMPLE_KEY
+from pipelines.lib.ingest.day import LANDING_TABLES, DayIngest, ingest_day, reconciliation, table_for
+from pipelines.lib.ingest.entries import MAX_REJECTS_PER_FILE
+from pipelines.lib.ingest.promote import (
+    CheckOutcome,
+    PartitionOutcome,
+    blocking_checks,
+    ingest_partition,
+    lake_lock,
+    partition_lock,
+)
+
+__all__ = [
+    "LANDING_TABLES",
+    "MAX_REJECTS_PER_FILE",
+    "SAMPLE_KEY",
+    "CheckOutcome",
+    "DayIngest",
+    "PartitionOutcome",
+    "blocking_checks",
+    "ingest_day",
+    "ingest_partition",
+    "lake_lock",
+    "partition_lock",
+    "reconciliation",
+    "table_for",
+]

@@ -1,0 +1,758 @@
+"""One landing day, streaming: every file read in batches, every row validated against its contract,
+accepted rows written to a staging folder as they come, the rest quarantined with a reason.
+
+Memory is set by a batch (``BATCH_ROWS``), not by the day: runs (one row per training run) are held in
+memory, samples and extra fields go batch by batch into staged Parquet files, with one 64-bit hash of each
+sample's key in a third. The day is rebuilt whole from its landing files, so re-running is idempotent and
+a corrected file replaces its earlier rows. Every file gets a ledger row whose counts reconcile:
+rows_in = rows_accepted + rows_quarantined. A whole-file problem is one quarantine entry (row_number 0)
+that accounts for all of the file's rows.
+
+A file that changes while it is read is read again (a producer still writing it), up to MAX_READS times.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import os
+import shutil
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipelines.lib import lake
+from pipelines.lib.contracts import ConformanceProfile, Contract, contract, validate_rows
+from pipelines.lib.ingest import cross_row, dedupe
+from pipelines.lib.ingest.cross_row import FILE, ORDER, SAMPLE_KEY
+from pipelines.lib.ingest.entries import (
+    CROSS_ROW_REASONS,
+    FILL,
+    JUDGE,
+    TS_OUT,
+    FileEntry,
+    FileReject,
+    RejectLog,
+    cap_raw,
+    ledger_frame,
+    quarantine_frame,
+    reject_frame,
+)
+from pipelines.lib.ingest.readers import Format, detect
+from pipelines.lib.ingest.readers.base import (
+    ROW,
+    FallBack,
+    FileInfo,
+    FileProblem,
+    RawBatch,
+    Source,
+    prefetched,
+)
+from pipelines.lib.ingest.staging import StagedParquet, new_staging
+from pipelines.lib.landing import LandingFile, day_files
+from pipelines.lib.paths import DataHome
+
+LANDING_TABLES = ("runs", "utilisation_samples")
+HASH_FIRST_BYTES = 8 << 20  # files up to this size are hashed before reading (a duplicate is never read)
+MAX_READS = 3  # a file that changes while it is read is read again, this many times at most
+DICTIONARY = ["run_id", "server_id", "role", "day"]  # dictionary-encode the repetitive columns only
+# Samples are the lake's bulk: snappy (Parquet's and DuckDB's default) costs a third of zstd's CPU for
+# ~1.3x the bytes; the small tables keep zstd.
+SAMPLES_PARQUET = {"compression": "snappy", "use_dictionary": DICTIONARY}
+
+
+def table_for(name: str) -> str | None:
+    """The contract a landing file feeds, from its name: ``<table>[-anything].<ext>``."""
+    for t in sorted(LANDING_TABLES, key=len, reverse=True):
+        if name == t or name.startswith((t + ".", t + "-", t + "_")):
+            return t
+    return None
+
+
+class Inconsistent(Exception):
+    """A fast tier's verdict on a row differs from the reference path's: the file is read again by it."""
+
+
+@dataclass
+class FileState:
+    """One landing file's ledger entry and what ingest learnt while reading it."""
+
+    lf: LandingFile
+    order: int
+    entry: FileEntry
+    accepted: int = 0
+    rejects: RejectLog = field(default_factory=RejectLog)
+    row_groups: list[int] = field(default_factory=list)  # staged samples' row groups of this file
+    extra_groups: list[int] = field(default_factory=list)  # staged extra fields' row groups
+    run_extras: list[pl.DataFrame] = field(default_factory=list)  # runs: staged once duplicates are settled
+    fmt: Format | None = None
+    src: Source | None = None
+    info: FileInfo = field(default_factory=FileInfo)
+
+    @property
+    def from_lines(self) -> bool:
+        """Raw records are the rows' original lines (read back when needed)."""
+        return self.fmt is not None and self.fmt.lines_at is not None
+
+    def counts(self) -> tuple[int, int]:
+        """(rows accepted, rows quarantined) for the ledger."""
+        if self.entry.problem is not None:
+            return 0, self.entry.rows_in
+        return self.accepted, self.rejects.total
+
+
+@dataclass
+class DayIngest:
+    """One day's ingest, staged beside the lake and ready to be promoted."""
+
+    day: str
+    staging: Path
+    runs: pl.DataFrame
+    quarantine: pl.DataFrame
+    ingest_ledger: pl.DataFrame
+    samples_path: Path | None
+    samples_rows: int
+    samples_violations: list[str]
+    samples_duplicated: int
+    extra_fields_path: Path | None
+    extra_fields_rows: int
+    prior_files: frozenset[str] = frozenset()  # other days' accepted file hashes, as read at the start
+    prior_runs: frozenset[str] = frozenset()  # other days' run ids, as read at the start
+
+    @property
+    def utilisation_samples(self) -> pl.DataFrame:
+        """The staged samples (reads them whole: for tests and small days)."""
+        if self.samples_path is None:
+            return contract("utilisation_samples").empty_frame()
+        return pl.read_parquet(self.samples_path)
+
+    @property
+    def extra_fields(self) -> pl.DataFrame:
+        if self.extra_fields_path is None:
+            return contract("extra_fields").empty_frame()
+        return pl.read_parquet(self.extra_fields_path)
+
+    def row_counts(self) -> dict[str, int]:
+        return {
+            "runs": self.runs.height,
+            "utilisation_samples": self.samples_rows,
+            "quarantine": self.quarantine.height,
+            "ingest_ledger": self.ingest_ledger.height,
+            "extra_fields": self.extra_fields_rows,
+        }
+
+    def frames(self) -> dict[str, pl.DataFrame]:
+        """Every table as a frame (reads staged files whole: for tests and small days)."""
+        return {
+            "runs": self.runs,
+            "utilisation_samples": self.utilisation_samples,
+            "quarantine": self.quarantine,
+            "ingest_ledger": self.ingest_ledger,
+            "extra_fields": self.extra_fields,
+        }
+
+    def discard(self) -> None:
+        shutil.rmtree(self.staging, ignore_errors=True)
+
+
+class _Hasher:
+    """SHA-256 of a file, computed now or in a thread while the file is being read (hashlib frees the GIL)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.hexdigest = "0" * 64
+        self._thread: threading.Thread | None = None
+
+    def run(self) -> None:
+        h = hashlib.sha256()
+        try:
+            with open(self.path, "rb") as fh:
+                while chunk := fh.read(4 << 20):
+                    h.update(chunk)
+        except OSError:
+            return
+        self.hexdigest = h.hexdigest()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self.run, daemon=True)
+        self._thread.start()
+
+    def join(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    """What tells a file's version: (inode, size, mtime_ns); None if it cannot be read."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+class Day:
+    """The state of one day's ingest while its files stream through."""
+
+    def __init__(self, home: DataHome, day: str, platforms: Iterable[str], staging: Path, now: dt.datetime):
+        self.home, self.day, self.staging, self.now = home, day, staging, now
+        self.day_date = dt.date.fromisoformat(day)
+        self.allowed = {"hardware_catalog": frozenset(platforms)}
+        self.prior = dedupe.read_prior(home, day)
+        self.seen: dict[str, tuple[str, int]] = {}  # sha256 -> (first file today, its rows)
+        self.seen_sizes: set[int] = set()
+        self.files: list[FileState] = []
+        self.runs_parts: list[pl.DataFrame] = []
+        self.runs = pl.DataFrame()
+        self.windows = pl.DataFrame()
+        self.dup_runs: dict[str, str] = {}  # run_id -> the other day that holds it
+        self.prior_sample_hashes: set[int] = set()
+        self.samples = StagedParquet(
+            staging / "utilisation_samples.parquet",
+            contract("utilisation_samples").arrow_schema(),
+            **SAMPLES_PARQUET,
+        )
+        self.hashes = StagedParquet(
+            staging / "sample_keys.parquet", dedupe.HASH_SCHEMA, compression="none", use_dictionary=False
+        )
+        self.group_sizes: list[int] = []
+        self.extras = StagedParquet(staging / "extra_fields.parquet", contract("extra_fields").arrow_schema())
+        self.dead_samples: set[int] = set()  # staged row groups dropped (a file's fault or a fallback)
+        self.dead_extras: set[int] = set()
+        self.profile = ConformanceProfile(contract("utilisation_samples"))
+
+    # -- files
+
+    def new_file(self, lf: LandingFile, order: int) -> FileState:
+        f = FileState(lf=lf, order=order, entry=self._entry(lf))
+        self.files.append(f)
+        return f
+
+    def _entry(self, lf: LandingFile) -> FileEntry:
+        return FileEntry(
+            day=self.day_date,
+            source=lf.source,
+            source_file=lf.relpath,
+            size_bytes=lf.signature[1],
+            table_name=table_for(lf.path.name),
+            ingested_at=self.now,
+        )
+
+    def file_problem(self, f: FileState, reason: str, message: str) -> None:
+        """The whole file is quarantined: whatever was read of it is dropped, and it counts as unreadable
+        (rows_in 0), however far it was read before the fault showed (a truncated or bomb gzip, ...)."""
+        self.drop_rows(f)
+        if reason != "file_duplicate":  # a duplicate's rows are those of its first copy, counted there
+            f.entry.rows_in = 0
+        f.entry.problem = FileReject(reason, message)
+
+    def drop_rows(self, f: FileState) -> None:
+        """Forget everything read from ``f`` (its staged row groups are dropped at the end)."""
+        f.accepted = 0
+        f.rejects = RejectLog()
+        f.run_extras = []
+        self.dead_samples.update(f.row_groups)
+        self.dead_extras.update(f.extra_groups)
+        f.row_groups, f.extra_groups = [], []
+        self.runs_parts = [p for p in self.runs_parts if not p.height or p[ORDER][0] != f.order]
+
+    def ingest_file(self, f: FileState) -> None:
+        lf = f.lf
+        if lf.problem:
+            self.file_problem(f, *lf.problem)
+            return
+        if f.entry.table_name is None:
+            self.file_problem(
+                f,
+                "file_unknown_table",
+                f"{lf.relpath}: cannot tell which table this is; name it "
+                + " or ".join(t + "[-suffix].<ext>" for t in LANDING_TABLES),
+            )
+            return
+        for _ in range(MAX_READS):
+            stamp = _stamp(lf.path)
+            self._read_once(f)
+            if f.entry.problem is not None and f.entry.problem.reason_code == "file_duplicate":
+                return
+            if _stamp(lf.path) == stamp:
+                break
+            self.drop_rows(f)
+            f.entry, f.info = self._entry(lf), FileInfo()
+        else:
+            self.file_problem(
+                f,
+                "file_unstable",
+                f"{lf.relpath}: changed while it was being read, {MAX_READS} times in a row; a producer is "
+                "still writing it: deliver files whole (write to a hidden or temporary name, then rename)",
+            )
+        if f.entry.problem is None or f.entry.problem.reason_code != "file_duplicate":
+            self.seen.setdefault(f.entry.sha256, (lf.relpath, f.entry.rows_in))
+            self.seen_sizes.add(f.entry.size_bytes)
+
+    def _read_once(self, f: FileState) -> None:
+        lf = f.lf
+        try:
+            with open(lf.path, "rb") as fh:
+                head = fh.read(8)
+                size = os.fstat(fh.fileno()).st_size
+        except OSError as exc:
+            self.file_problem(f, "file_unreadable", f"{lf.relpath}: cannot be read ({exc.strerror})")
+            return
+        f.entry.size_bytes = size
+        if not head:
+            self.file_problem(f, "file_empty", f"{lf.relpath}: the file is empty (0 bytes)")
+            return
+        hasher = _Hasher(lf.path)
+        if size <= HASH_FIRST_BYTES or size in self.prior.sizes or size in self.seen_sizes:
+            hasher.run()  # may be a duplicate: decide before reading a row
+            if self._duplicate(f, hasher.hexdigest):
+                return
+        else:
+            hasher.start()  # cannot be a duplicate of anything known; hash while reading
+        c = contract(f.entry.table_name)
+        try:
+            self._read(f, c, head)
+        except FileProblem as p:
+            self.file_problem(f, p.reason, p.message)
+        except Exception as exc:  # one producer's odd file must not stop the day: it is quarantined
+            first = (str(exc).splitlines() or [""])[0][:200]
+            self.file_problem(
+                f,
+                "file_unreadable",
+                f"{lf.relpath}: could not be read as {c.name} ({type(exc).__name__}: {first})",
+            )
+        hasher.join()
+        f.entry.sha256 = hasher.hexdigest
+        if f.entry.problem is None and f.entry.rows_in == 0:
+            self.file_problem(f, "file_empty", f"{lf.relpath}: no data rows")
+
+    def _duplicate(self, f: FileState, sha: str) -> bool:
+        f.entry.sha256 = sha
+        if sha in self.seen:
+            first, rows = self.seen[sha]
+            f.entry.rows_in = rows
+            self.file_problem(
+                f,
+                "file_duplicate",
+                f"{f.lf.relpath}: identical to {first} (same sha256); "
+                f"its {rows} rows are taken from there once",
+            )
+            return True
+        if sha in self.prior.files:
+            d, first = self.prior.files[sha]
+            self.file_problem(
+                f,
+                "file_duplicate",
+                f"{f.lf.relpath}: identical to {first}, already accepted on {d} (same sha256); "
+                "its rows are kept from there once",
+            )
+            return True
+        return False
+
+    # -- reading
+
+    def _read(self, f: FileState, c: Contract, head: bytes) -> None:
+        lf = f.lf
+        fmt, gz = detect(lf.path.name, head)
+        if gz and fmt is None:
+            with Source(lf.path, lf.relpath, True, self.staging).open() as s:
+                inner = s.read(8)
+            if not inner:
+                raise FileProblem("file_empty", f"{lf.relpath}: the file is empty once decompressed")
+            fmt, _ = detect(lf.path.name.removesuffix(".gz"), inner)
+        if fmt is None:
+            raise FileProblem(
+                "file_unknown_format",
+                f"{lf.relpath}: unknown format; name it .jsonl, .csv or .parquet (optionally .gz)",
+            )
+        f.fmt, f.src = fmt, Source(lf.path, lf.relpath, gz, self.staging)
+        f.entry.format = fmt.name
+        try:
+            self._consume(f, c)
+            try:
+                self.finish_texts(f, c)
+            except Inconsistent:
+                f.info = FileInfo(reference_only=True)
+                self._consume(f, c)
+                self.finish_texts(f, c)
+        finally:
+            f.src.close()
+        f.entry.extra_columns = ",".join(f.info.extra_columns) or None
+        f.entry.reader_tier = f.info.tier
+
+    def _consume(self, f: FileState, c: Contract) -> None:
+        self.drop_rows(f)
+        f.entry.rows_in = 0
+        for b in prefetched(f.fmt.read(f.src, c, f.info)):
+            if isinstance(b, FallBack):
+                self.drop_rows(f)
+                f.entry.rows_in = 0
+                continue
+            if b.rejects is not None and b.rejects.height:
+                f.entry.rows_in += b.rejects.height
+                f.rejects.add(reject_frame(b.rejects))
+            if b.frame.height:
+                f.entry.rows_in += b.frame.height
+                self._validate(f, c, b)
+
+    def _validate(self, f: FileState, c: Contract, b: RawBatch) -> None:
+        v = validate_rows(b.frame, c, carry=(ROW,), allowed=self.allowed, raw_column=b.raw_column)
+        dropped = v.rejected[ROW]
+        if v.rejected.height:
+            f.rejects.add(reject_frame(v.rejected, judge=not b.exact))
+        if c.name == "runs":
+            self.runs_parts.append(
+                v.accepted.with_columns(
+                    pl.lit(f.lf.relpath).alias(FILE), pl.lit(f.order, pl.Int32).alias(ORDER)
+                )
+            )
+            f.accepted += v.accepted.height
+            if b.extras is not None and b.extras.height:
+                f.run_extras.append(b.extras.filter(~pl.col(ROW).is_in(dropped.implode())))
+            return
+        crossed = self._write_samples(f, v.accepted, exact=b.exact)
+        if b.extras is not None and b.extras.height:
+            gone = pl.concat([dropped, crossed]) if crossed.len() else dropped
+            self._stage_extras(f, b.extras.filter(~pl.col(ROW).is_in(gone.implode())))
+
+    # -- samples (streamed)
+
+    def _write_samples(self, f: FileState, acc: pl.DataFrame, *, exact: bool) -> pl.Series:
+        """Write the accepted samples of a batch, less those a cross-row rule rejects; their rows."""
+        none = pl.Series(ROW, [], pl.Int64)
+        if not acc.height:
+            return none
+        crossed = none
+        suspects = cross_row.suspects(acc, self.windows)
+        if suspects is not None and suspects.any():
+            rej = cross_row.sample_rejects(
+                acc.filter(suspects),
+                self.windows,
+                self.dup_runs,
+                self.prior_sample_hashes,
+                from_lines=f.from_lines,
+            )
+            if rej.height:
+                f.rejects.add(reject_frame(rej, fill=f.from_lines, judge=not exact))
+                crossed = rej[ROW]
+                acc = acc.filter(~pl.col(ROW).is_in(crossed.implode()))  # delivery order kept
+        self._write_accepted(f, acc)
+        return crossed
+
+    def _write_accepted(self, f: FileState, acc: pl.DataFrame) -> None:
+        if not acc.height:
+            return
+        c = contract("utilisation_samples")
+        rows = acc.select(
+            [pl.lit(self.day_date).alias("day") if x == "day" else pl.col(x) for x in c.column_names]
+        )
+        table = rows.to_arrow().cast(self.samples.schema)  # types are the contract's by construction
+        _text_guard(table, f.lf.relpath)
+        self.profile.update(rows)
+        f.row_groups.append(self.samples.write(table))
+        self.group_sizes.append(acc.height)
+        f.accepted += acc.height
+        self.hashes.write(dedupe.key_hashes(acc, ROW))
+
+    def _stage_extras(self, f: FileState, extras: pl.DataFrame) -> None:
+        if not extras.height:
+            return
+        rows = extras.select(
+            pl.lit(self.day_date).alias("day"),
+            pl.lit(f.lf.relpath).alias("source_file"),
+            pl.col(ROW).alias("row_number"),
+            pl.lit(f.entry.table_name).alias("table_name"),
+            "fields",
+        ).sort("row_number")
+        table = lake.to_arrow(rows, "extra_fields")
+        _text_guard(table, f.lf.relpath)
+        f.extra_groups.append(self.extras.write(table))
+
+    # -- original text of rejected rows (formats whose rows are lines)
+
+    def finish_texts(self, f: FileState, c: Contract) -> None:
+        """Kept rejects whose raw record is their line get it; those a fast tier judged are judged again
+        from their line by the reference path (it must reject the same rows: else ``Inconsistent``)."""
+        kept = f.rejects.kept
+        todo = kept.filter(pl.col(FILL) | pl.col(JUDGE))
+        if not todo.height or not f.from_lines:
+            return
+        rows = np.unique(todo[ROW].to_numpy())
+        texts = f.fmt.lines_at(f.src, rows)
+        text = pl.Series("__text", [texts[r] for r in todo[ROW].to_list()], dtype=pl.String)
+        todo = todo.with_columns(text)
+        judged = todo.filter(pl.col(JUDGE))
+        if judged.height:
+            cross = pl.col("reason_code").is_in(list(CROSS_ROW_REASONS))
+            v = f.fmt.verdicts(f.src, c, np.unique(judged[ROW].to_numpy()), self.allowed, texts)
+            joined = judged.join(v, on=ROW, how="left", suffix="_ref")
+            if not joined.select((cross == pl.col("accepted")).all()).item():
+                raise Inconsistent(f"{f.lf.relpath}: a fast tier and the reference disagree on a row")
+            todo = pl.concat(
+                [
+                    todo.filter(~pl.col(JUDGE)),
+                    joined.filter(cross).select(todo.columns),
+                    joined.filter(~cross).select(
+                        ROW,
+                        pl.col("reason_code_ref").alias("reason_code"),
+                        pl.col("field_ref").alias("field"),
+                        pl.col("message_ref").alias("message"),
+                        pl.col("raw_record_ref").alias("raw_record"),
+                        *[
+                            x
+                            for x in todo.columns
+                            if x not in (ROW, "reason_code", "field", "message", "raw_record")
+                        ],
+                    ),
+                ]
+            )
+        todo = todo.with_columns(
+            pl.when(pl.col("reason_code").is_in(list(CROSS_ROW_REASONS)) | pl.col(FILL))
+            .then(pl.col("__text"))
+            .otherwise(pl.col("raw_record"))
+            .alias("raw_record"),
+            pl.lit(False).alias(FILL),
+            pl.lit(False).alias(JUDGE),
+        ).drop("__text")
+        done = cap_raw(todo.drop("raw_record_cut"))
+        f.rejects.replace(
+            pl.concat([kept.filter(~(pl.col(FILL) | pl.col(JUDGE))), done.select(kept.columns)])
+        )
+
+    def _finish_all_texts(self, files: Iterable[FileState]) -> None:
+        for f in files:
+            if f.from_lines and f.entry.problem is None and f.src is not None:
+                try:
+                    self.finish_texts(f, contract(f.entry.table_name))
+                finally:
+                    f.src.close()
+
+    # -- runs (small: in memory)
+
+    def settle_runs(self) -> None:
+        """Duplicate run ids (first delivery wins, across files and days); then the runs' time windows."""
+        c = contract("runs")
+        names = [x.name for x in c.landing_columns]
+        if self.runs_parts:
+            runs = pl.concat(self.runs_parts, how="vertical_relaxed")
+        else:
+            runs = (
+                c.empty_frame()
+                .select(names)
+                .with_columns(
+                    pl.lit(None, pl.String).alias(FILE),
+                    pl.lit(None, pl.Int64).alias(ROW),
+                    pl.lit(None, pl.Int32).alias(ORDER),
+                )
+            )
+        from_lines = {f.order for f in self.files if f.from_lines}
+        self.runs, rejects, self.dup_runs = cross_row.settle_runs(runs, self.prior.runs, from_lines)
+        by_order = {f.order: f for f in self.files}
+        touched = []
+        for (order,), part in rejects.group_by(ORDER):
+            f = by_order[order]
+            f.rejects.add(reject_frame(part.drop(ORDER), fill=f.from_lines))
+            touched.append(f)
+        for f in self.files:
+            if f.entry.table_name == "runs" and f.entry.problem is None:
+                f.accepted = int((self.runs[ORDER] == f.order).sum())
+        self._finish_all_texts(touched)
+        self.windows = cross_row.windows(self.runs)
+        self.prior_sample_hashes = dedupe.prior_sample_hashes(self.home, self.dup_runs)
+
+    def stage_run_extras(self) -> None:
+        kept = self.runs.select(ORDER, ROW)
+        for f in self.files:
+            if f.entry.table_name == "runs" and f.run_extras:
+                extras = pl.concat(f.run_extras)
+                keep = kept.filter(pl.col(ORDER) == f.order)[ROW]
+                f.run_extras = []
+                self._stage_extras(f, extras.filter(pl.col(ROW).is_in(keep.implode())))
+
+    # -- uniqueness of samples over the whole day
+
+    def settle_samples(self) -> int:
+        """Reject repeated sample keys (first delivery wins); returns rows whose key still repeats in
+        what will be written (the unique_key check: 0 unless ingest has a bug)."""
+        samples_path = self.samples.close()
+        hashes_path = self.hashes.close()
+        if hashes_path is None:
+            self._rewrite_extras(self.dead_extras, {})
+            return 0
+        starts = np.concatenate(([0], np.cumsum(self.group_sizes))).astype(np.int64)
+        dead_ranges = [[int(starts[g]), int(starts[g + 1])] for g in sorted(self.dead_samples)]
+        clash = dedupe.key_clashes(hashes_path, dead_ranges, self.staging / "spill")
+        drop: dict[int, list[int]] = {}
+        dropped_rows: dict[str, list[int]] = {}
+        remaining = 0
+        if clash.height:
+            group = np.searchsorted(starts, clash["pos"].to_numpy(), side="right") - 1
+            owner = {g: f for f in self.files for g in f.row_groups}
+            clash = clash.with_columns(
+                pl.Series("rg", group, dtype=pl.Int64),
+                pl.Series("off", clash["pos"].to_numpy() - starts[group], dtype=pl.Int64),
+                pl.Series("ord", [owner[g].order for g in group.tolist()], dtype=pl.Int32),
+            )
+            exact = dedupe.exact_duplicates(samples_path, clash)
+            by_order = {f.order: f for f in self.files}
+            names = {g.order: g.lf.relpath for g in self.files}
+            touched = []
+            for (order,), part in exact.filter(pl.col("repeat")).group_by("ord"):
+                f = by_order[order]
+                q = part.select(
+                    pl.col("row").alias(ROW),
+                    pl.lit("duplicate_key").alias("reason_code"),
+                    pl.lit("ts").alias("field"),
+                    pl.format(
+                        "sample ({}, {}, {}) was already delivered in {}; the first delivery is kept",
+                        "run_id",
+                        "server_id",
+                        pl.col("ts").dt.to_string(TS_OUT),
+                        pl.col("kept_in_order").replace_strict(names, return_dtype=pl.String),
+                    ).alias("message"),
+                    pl.lit(None, pl.String).alias("raw_record") if f.from_lines else pl.col("raw_record"),
+                )
+                f.rejects.add(reject_frame(q, fill=f.from_lines))
+                f.accepted -= q.height
+                touched.append(f)
+                dropped_rows[f.lf.relpath] = q[ROW].to_list()
+                for rg, off in part.select("rg", "off").iter_rows():
+                    drop.setdefault(rg, []).append(off)
+            kept = exact.filter(~pl.col("repeat"))
+            remaining = kept.height - kept.select(pl.struct(SAMPLE_KEY).n_unique()).item()
+            self._finish_all_texts(touched)
+        if self.dead_samples or drop:
+            self._rewrite_samples(drop)
+        self._rewrite_extras(self.dead_extras, dropped_rows)
+        return remaining
+
+    def _rewrite_samples(self, drop: dict[int, list[int]]) -> None:
+        """Rewrite the staged samples without dead row groups and dropped rows (rare: faults, duplicates)."""
+        src = self.samples.path
+        out = StagedParquet(
+            self.staging / "utilisation_samples.kept.parquet", self.samples.schema, **SAMPLES_PARQUET
+        )
+        pf = pq.ParquetFile(src)
+        self.profile = ConformanceProfile(contract("utilisation_samples"))
+        for rg in range(pf.num_row_groups):
+            if rg in self.dead_samples:
+                continue
+            t = pf.read_row_group(rg)
+            if rg in drop:
+                keep = np.ones(t.num_rows, dtype=bool)
+                keep[drop[rg]] = False
+                t = t.filter(pa.array(keep))
+            if t.num_rows:
+                self.profile.update(pl.from_arrow(t))
+                out.write(t)
+        out.close()
+        self.samples = out
+        src.unlink(missing_ok=True)
+        if out.groups == 0:
+            out.path.unlink(missing_ok=True)
+
+    def _rewrite_extras(self, dead: set[int], dropped_rows: dict[str, list[int]]) -> None:
+        """The staged extra fields less dead row groups and rows dropped as duplicates (rare)."""
+        path = self.extras.close()
+        if path is None or not (dead or dropped_rows):
+            return
+        out = StagedParquet(self.staging / "extra_fields.kept.parquet", self.extras.schema)
+        gone = pl.DataFrame(
+            {
+                "source_file": [k for k, v in dropped_rows.items() for _ in v],
+                "row_number": pl.Series([r for v in dropped_rows.values() for r in v], dtype=pl.Int64),
+            }
+        )
+        pf = pq.ParquetFile(path)
+        for rg in range(pf.num_row_groups):
+            if rg in dead:
+                continue
+            t = pl.from_arrow(pf.read_row_group(rg)).join(gone, on=["source_file", "row_number"], how="anti")
+            if t.height:
+                out.write(t.to_arrow().cast(self.extras.schema))
+        out.close()
+        path.unlink(missing_ok=True)
+        self.extras = out
+
+    # -- the results
+
+    def quarantine(self) -> pl.DataFrame:
+        return quarantine_frame(
+            [(f.entry, None if f.entry.problem else f.rejects.entries(f.lf.relpath)) for f in self.files]
+        )
+
+    def ledger(self) -> pl.DataFrame:
+        return ledger_frame([(f.entry, *f.counts()) for f in self.files])
+
+
+def _text_guard(table: pa.Table, rel: str) -> None:
+    """The lake never holds text that is not UTF-8, whatever a reader let through."""
+    for name, col in zip(table.column_names, table.columns, strict=True):
+        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+            try:
+                col.validate(full=True)
+            except pa.ArrowInvalid as exc:
+                raise FileProblem(
+                    "file_bad_encoding",
+                    f"{rel}: '{name}' holds text that is not UTF-8 ({exc}); re-export it as UTF-8",
+                ) from exc
+
+
+def ingest_day(
+    home: DataHome,
+    day: str,
+    platforms: Iterable[str],
+    *,
+    now: dt.datetime | None = None,
+    staging: Path | None = None,
+) -> DayIngest:
+    """Read and validate every landing file of ``day`` into a staging folder beside the lake.
+
+    Nothing in the lake changes here; ``ingest_partition`` promotes the result.
+    """
+    staging = staging or new_staging(home, day)
+    state = Day(home, day, platforms, staging, now or dt.datetime.now(dt.UTC))
+    files = day_files(home, day)
+    runs_first = sorted(range(len(files)), key=lambda i: (table_for(files[i].path.name) != "runs", i))
+    made = {i: state.new_file(files[i], i) for i in range(len(files))}
+    settled = False
+    for i in runs_first:
+        f = made[i]
+        if not settled and f.entry.table_name != "runs":
+            state.settle_runs()
+            settled = True
+        state.ingest_file(f)
+    if not settled:
+        state.settle_runs()
+    state.stage_run_extras()
+    duplicated = state.settle_samples()
+    extras_path = state.extras.close()
+    runs = state.runs.with_columns(
+        pl.lit(state.day_date).alias("day"), pl.col(FILE).str.split("/").list.first().alias("source")
+    )
+    return DayIngest(
+        day=day,
+        staging=staging,
+        runs=contract("runs").conform(runs.sort("run_id")),
+        quarantine=state.quarantine(),
+        ingest_ledger=state.ledger(),
+        samples_path=state.samples.path if state.samples.groups else None,
+        samples_rows=state.samples.rows,
+        samples_violations=state.profile.violations(),
+        samples_duplicated=duplicated,
+        extra_fields_path=extras_path,
+        extra_fields_rows=state.extras.rows,
+        prior_files=frozenset(state.prior.files),
+        prior_runs=frozenset(state.prior.runs),
+    )
+
+
+def reconciliation(ledger: pl.DataFrame) -> pl.DataFrame:
+    """Ledger rows whose counts do not reconcile (rows_in != accepted + quarantined)."""
+    return ledger.filter(pl.col("rows_in") != pl.col("rows_accepted") + pl.col("rows_quarantined"))

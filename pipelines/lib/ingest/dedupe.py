@@ -1,0 +1,110 @@
+"""Nothing twice: what other days already accepted (file hashes, run ids, sample keys) and the samples
+whose key repeats within the day, decided out of core over one 64-bit hash per staged sample."""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipelines.lib import lake
+from pipelines.lib.contracts import contract
+from pipelines.lib.ingest.cross_row import SAMPLE_KEY
+from pipelines.lib.ingest.entries import typed_json
+from pipelines.lib.paths import DataHome
+from pipelines.lib.sqlfiles import sql_text
+
+# One 64-bit hash of each staged sample's key and its row number in its file, in the staged file's order.
+HASH_SCHEMA = pa.schema([("h", pa.uint64()), ("row", pa.int64())])
+
+
+def key_hashes(frame: pl.DataFrame, row: str) -> pa.Table:
+    return (
+        frame.select(pl.struct(SAMPLE_KEY).hash().alias("h"), pl.col(row).alias("row"))
+        .to_arrow()
+        .cast(HASH_SCHEMA)
+    )
+
+
+@dataclass
+class Prior:
+    """What other days' partitions already accepted: file hashes and run ids (one row per file/run)."""
+
+    files: dict[str, tuple[str, str]]  # sha256 -> (day, source_file)
+    sizes: set[int]
+    runs: dict[str, str]  # run_id -> day
+
+
+def read_prior(home: DataHome, day: str) -> Prior:
+    files: dict[str, tuple[str, str]] = {}
+    sizes: set[int] = set()
+    runs: dict[str, str] = {}
+    for path in lake.table_files(home, "ingest_ledger"):
+        d = path.parent.name.removeprefix("day=")
+        if d == day:
+            continue
+        led = pl.read_parquet(path, columns=["sha256", "source_file", "size_bytes", "rows_accepted"])
+        for sha, src, size, acc in led.iter_rows():
+            if acc and sha not in files:
+                files[sha] = (d, src)
+                sizes.add(size)
+    for path in lake.table_files(home, "runs"):
+        d = path.parent.name.removeprefix("day=")
+        if d != day:
+            for rid in pl.read_parquet(path, columns=["run_id"])["run_id"].to_list():
+                runs.setdefault(rid, d)
+    return Prior(files, sizes, runs)
+
+
+def prior_sample_hashes(home: DataHome, dup_runs: dict[str, str]) -> set[int]:
+    """Key hashes of the samples other days hold for runs delivered again today (rare, small)."""
+    out: set[int] = set()
+    by_day: dict[str, list[str]] = collections.defaultdict(list)
+    for rid, d in dup_runs.items():
+        by_day[d].append(rid)
+    for d, rids in by_day.items():
+        path = lake.partition_path(home, "utilisation_samples", d)
+        if path.exists():
+            keys = pl.scan_parquet(path).filter(pl.col("run_id").is_in(rids)).select(SAMPLE_KEY).collect()
+            out.update(keys.select(pl.struct(SAMPLE_KEY).hash().alias("h"))["h"].to_list())
+    return out
+
+
+def key_clashes(hashes_path: Path, dead_ranges: list[list[int]], spill: Path) -> pl.DataFrame:
+    """Staged positions whose key hash occurs more than once (out of core, in DuckDB): pos, h, row."""
+    con = duckdb.connect(config={"memory_limit": "512MB", "temp_directory": str(spill)})
+    try:
+        con.execute("SET enable_progress_bar = false")
+        return con.sql(
+            sql_text("transforms/sample_key_clashes.sql"),
+            params={"hashes": str(hashes_path), "dead": dead_ranges},
+        ).pl()
+    finally:
+        con.close()
+
+
+def exact_duplicates(samples_path: Path, clash: pl.DataFrame) -> pl.DataFrame:
+    """The rows whose key hashes clash (``clash``: rg, off, pos, ord, row), read back and compared exactly:
+    ``repeat`` marks every row that repeats an earlier delivery's key (staged order is delivery order),
+    ``kept_in_order`` the file kept."""
+    pf = pq.ParquetFile(samples_path)
+    parts = []
+    for (rg,), part in clash.group_by("rg"):
+        t = (
+            pl.from_arrow(pf.read_row_group(rg))
+            .with_row_index("off")
+            .with_columns(pl.col("off").cast(pl.Int64))
+        )
+        parts.append(part.join(t, on="off"))
+    rows = pl.concat(parts).sort("pos")
+    cols = [x.name for x in contract("utilisation_samples").landing_columns]
+    return rows.with_columns(
+        pl.col("ord").first().over(list(SAMPLE_KEY)).alias("kept_in_order"),
+        pl.struct(SAMPLE_KEY).is_first_distinct().not_().alias("repeat"),
+        typed_json(rows, cols).alias("raw_record"),
+    )

@@ -1,0 +1,161 @@
+"""Promotion of a staged day: blocking checks decide whether runs and samples replace the day's
+partitions; ledger, quarantine and extra fields are always written (they explain). Days are read
+concurrently; promotion is serialised under one lock and a day that raced another is read again."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+from filelock import FileLock
+
+from pipelines.lib import lake
+from pipelines.lib.contracts import conformance_violations, contract, key_duplicates
+from pipelines.lib.fileio import fsync_dir, sweep_temporaries
+from pipelines.lib.ingest.cross_row import SAMPLE_KEY
+from pipelines.lib.ingest.day import LANDING_TABLES, DayIngest, ingest_day, reconciliation
+from pipelines.lib.ingest.dedupe import read_prior
+from pipelines.lib.ingest.staging import STAGING
+from pipelines.lib.paths import DataHome
+
+
+@dataclass
+class CheckOutcome:
+    table: str
+    name: str
+    passed: bool
+    metadata: dict
+
+
+@dataclass
+class PartitionOutcome:
+    """What one day's ingest wrote, and the blocking checks that decided whether runs and samples were
+    promoted."""
+
+    day: str
+    result: DayIngest
+    checks: list[CheckOutcome]
+    promoted: bool
+    written: dict[str, Path]
+
+
+def blocking_checks(result: DayIngest) -> list[CheckOutcome]:
+    """Reconciliation, contract conformance and key uniqueness of what is about to be written."""
+    ledger = result.ingest_ledger
+    bad = reconciliation(ledger)
+    checks = [
+        CheckOutcome(
+            "ingest_ledger",
+            "reconciles",
+            bad.height == 0,
+            {
+                "files": ledger.height,
+                "files_not_reconciling": bad.height,
+                "rows_in": int(ledger["rows_in"].sum()),
+                "rows_accepted": int(ledger["rows_accepted"].sum()),
+                "rows_quarantined": int(ledger["rows_quarantined"].sum()),
+            },
+        )
+    ]
+    runs_c = contract("runs")
+    problems = conformance_violations(result.runs, runs_c)
+    dups = key_duplicates(result.runs, runs_c)
+    checks.append(
+        CheckOutcome(
+            "runs", "conforms_to_contract", not problems, {"violations": problems, "rows": result.runs.height}
+        )
+    )
+    checks.append(
+        CheckOutcome(
+            "runs", "unique_key", dups == 0, {"duplicated_rows": dups, "key": ", ".join(runs_c.primary_key)}
+        )
+    )
+    checks.append(
+        CheckOutcome(
+            "utilisation_samples",
+            "conforms_to_contract",
+            not result.samples_violations,
+            {"violations": result.samples_violations, "rows": result.samples_rows},
+        )
+    )
+    checks.append(
+        CheckOutcome(
+            "utilisation_samples",
+            "unique_key",
+            result.samples_duplicated == 0,
+            {"duplicated_rows": result.samples_duplicated, "key": ", ".join(SAMPLE_KEY)},
+        )
+    )
+    return checks
+
+
+def partition_lock(home: DataHome, day: str) -> FileLock:
+    """One writer per day partition at a time (two runs of the same day queue behind each other)."""
+    folder = home.lake / ".locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    return FileLock(str(folder / f"day={day}.lock"))
+
+
+def lake_lock(home: DataHome) -> FileLock:
+    """Held while a day is promoted: what other days accepted cannot change under the promotion."""
+    folder = home.lake / ".locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    return FileLock(str(folder / "promote.lock"))
+
+
+def _raced(home: DataHome, day: str, result: DayIngest) -> bool:
+    """Did another day accept one of this day's files or runs while this day was being read?"""
+    now = read_prior(home, day)
+    new_files = set(now.files) - result.prior_files
+    new_runs = set(now.runs) - result.prior_runs
+    mine_files = set(result.ingest_ledger.filter(pl.col("rows_accepted") > 0)["sha256"].to_list())
+    return bool(new_files & mine_files or new_runs & set(result.runs["run_id"].to_list()))
+
+
+def ingest_partition(home: DataHome, day: str, platforms: Iterable[str]) -> PartitionOutcome:
+    """Ingest a day and write it. Ledger, quarantine and extra fields are always written (they explain);
+    runs and samples are promoted only if every blocking check passes, else the last good partition stays.
+
+    Days are read concurrently; the promotion is serialised. If another day accepted one of this day's
+    files or runs meanwhile (the same delivery in two day folders), the day is read again under the lock,
+    so the first delivery wins across days as it does within one."""
+    platforms = list(platforms)
+    with partition_lock(home, day):
+        # left by a killed writer of this day (we hold its lock, so nobody is still writing them)
+        for stale in (home.lake / STAGING).glob(f"day={day}.*"):
+            shutil.rmtree(stale, ignore_errors=True)
+        for table in (*LANDING_TABLES, "quarantine", "ingest_ledger", "extra_fields"):
+            sweep_temporaries(home.partition_dir(table, day), lake.PART_FILE)
+        result = ingest_day(home, day, platforms)
+        with lake_lock(home):
+            if _raced(home, day, result):
+                result.discard()
+                result = ingest_day(home, day, platforms)
+            return _promote(home, day, result)
+
+
+def _promote(home: DataHome, day: str, result: DayIngest) -> PartitionOutcome:
+    """Write the day: ledger, quarantine and extra fields always; runs and samples if the checks pass."""
+    try:
+        checks = blocking_checks(result)
+        promote = all(c.passed for c in checks)
+        written = {
+            "quarantine": lake.write_partition(home, "quarantine", day, result.quarantine),
+            "extra_fields": lake.promote_partition(home, "extra_fields", day, result.extra_fields_path),
+        }
+        if promote:
+            written["runs"] = lake.write_partition(home, "runs", day, result.runs)
+            written["utilisation_samples"] = lake.promote_partition(
+                home, "utilisation_samples", day, result.samples_path
+            )
+        # the ledger last: a day whose ledger is written is whole
+        written["ingest_ledger"] = lake.write_partition(home, "ingest_ledger", day, result.ingest_ledger)
+    finally:
+        result.discard()
+    result.samples_path = written.get("utilisation_samples")
+    result.extra_fields_path = written["extra_fields"]
+    fsync_dir(home.lake)
+    return PartitionOutcome(day=day, result=result, checks=checks, promoted=promote, written=written)

@@ -1,0 +1,283 @@
+"""What every reader shares: the file being read, what a reader yields, the limits on hostile input."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import queue
+import threading
+import uuid
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+BATCH_ROWS = 200_000  # rows per batch: the unit of memory (a few tens of MB) and of a Parquet row group
+MAX_LINE_BYTES = 1 << 20  # a record (JSONL line, CSV row, Parquet value) above 1 MiB is not telemetry
+MAX_EXPANDED_BYTES = 64 << 30  # a file that expands beyond 64 GiB (gzip, Parquet pages) is refused
+MAX_EXPANSION_RATIO = 200  # ... and so is one that expands more than 200x once past 16 MiB
+RATIO_FLOOR_BYTES = 16 << 20
+INTERNAL = "__fleet_"  # prefix of internal columns; an input column with it is refused
+ROW = "__fleet_row"
+
+
+class FileProblem(Exception):
+    """A whole landing file cannot be read; it is quarantined with this reason."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+@dataclass
+class RawBatch:
+    """Rows of one file: ``frame`` holds the contract's fields present in the file and ``__fleet_row`` (the
+    row's number in its file, as the format defines it).
+
+    ``exact``: the values are the ones the format's reference path gives. A fast tier that reads numbers as
+    numbers (not their text) sets it False: its rejected rows are then judged again from their original
+    text, so their messages and raw records are the reference path's."""
+
+    frame: pl.DataFrame
+    rejects: pl.DataFrame | None = None  # __fleet_row, reason_code, field, message, raw_record
+    extras: pl.DataFrame | None = None  # __fleet_row, fields (JSON of the fields no contract knows)
+    raw_column: str | None = None  # column of ``frame`` holding each row's original text
+    exact: bool = True
+
+
+@dataclass
+class FileInfo:
+    """What a reader learnt about a file while reading it."""
+
+    extra_columns: list[str] = field(default_factory=list)
+    tier: str | None = None  # the reader tier whose answer was kept (formats with tiers)
+    reference_only: bool = False  # read by the format's reference tier alone (a fast tier was wrong)
+
+
+@dataclass
+class FallBack:
+    """Marker: a reader tier gave up; everything read so far from this file must be discarded and the
+    next tier reads it from the start."""
+
+    why: str
+
+
+def limits_exceeded(expanded: int, stored: int) -> bool:
+    """Whether ``expanded`` bytes from ``stored`` bytes breaks the expansion limits of one file."""
+    return expanded > MAX_EXPANDED_BYTES or (
+        expanded > RATIO_FLOOR_BYTES and expanded > MAX_EXPANSION_RATIO * max(stored, 1)
+    )
+
+
+def expansion_problem(rel: str, expanded: int, stored: int, what: str) -> FileProblem:
+    return FileProblem(
+        "file_decompression_limit",
+        f"{rel}: {what} expands beyond the limits for one file ({expanded:,} bytes from {stored:,}: "
+        f"over {MAX_EXPANSION_RATIO}x or {MAX_EXPANDED_BYTES >> 30} GiB); "
+        "split it or deliver it uncompressed",
+    )
+
+
+class CappedGzip(io.RawIOBase):
+    """A gzip stream decompressed on the fly, refusing bombs and reporting truncation as FileProblem."""
+
+    def __init__(self, raw: io.BufferedReader, rel: str, compressed_size: int):
+        self._raw, self._rel, self._size = raw, rel, max(compressed_size, 1)
+        self._in = 0  # compressed bytes consumed: the ratio is judged as the stream goes
+        self._d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        self._pending = b""
+        self._out = 0
+        self._eof = False
+
+    def readable(self) -> bool:
+        return True
+
+    def _truncated(self, detail: str) -> FileProblem:
+        return FileProblem(
+            "file_truncated",
+            f"{self._rel}: the gzip stream is truncated or damaged ({detail}); deliver it again",
+        )
+
+    def _refill(self) -> None:
+        while not self._pending and not self._eof:
+            chunk = self._d.unconsumed_tail or self._raw.read(64 << 10)
+            if not self._d.unconsumed_tail:
+                self._in += len(chunk)
+            if not chunk:
+                if not self._d.eof:
+                    raise self._truncated("ends mid-member")
+                self._eof = True
+                return
+            try:
+                self._pending = self._d.decompress(chunk, 4 << 20)
+            except zlib.error as exc:
+                raise self._truncated(str(exc)) from exc
+            self._out += len(self._pending)
+            if limits_exceeded(self._out, self._in):
+                raise expansion_problem(
+                    self._rel, self._out, self._in, f"the gzip stream (of {self._size:,} bytes)"
+                )
+            if self._d.eof and self._d.unused_data:  # concatenated members
+                rest = self._d.unused_data
+                self._d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                self._pending += self._d.decompress(rest, 4 << 20)
+
+    def readinto(self, b) -> int:
+        self._refill()
+        n = min(len(b), len(self._pending))
+        b[:n] = self._pending[:n]
+        self._pending = self._pending[n:]
+        return n
+
+
+@dataclass
+class Source:
+    """One landing file as readers see it.
+
+    ``path`` is the landing file itself: it is opened by Python only. Engines that take a file *name*
+    (DuckDB reads ``[ab]`` or ``*`` in a name as a pattern) get ``engine_path()``: a link with a neutral
+    name, or the decompressed copy of a gzipped file, in the day's staging folder."""
+
+    path: Path
+    rel: str  # relative to the landing root, printable: used in every message
+    gz: bool
+    scratch: Path
+    _engine: Path | None = None
+
+    @contextlib.contextmanager
+    def open(self) -> Iterator[io.BufferedIOBase]:
+        """The file's bytes, decompressed as a stream (within the limits) when gzipped."""
+        with open(self.path, "rb") as fh:
+            if self.gz:
+                size = os.fstat(fh.fileno()).st_size
+                yield io.BufferedReader(CappedGzip(fh, self.rel, size), buffer_size=1 << 20)
+            else:
+                yield fh
+
+    def engine_path(self) -> Path:
+        """A path an engine may open by name: never the landing name itself."""
+        if self._engine is None:
+            target = self.scratch / f"input-{uuid.uuid4().hex}"
+            if self.gz:
+                try:
+                    with self.open() as src, open(target, "wb") as dst:
+                        while chunk := src.read(8 << 20):
+                            dst.write(chunk)
+                except BaseException:
+                    target.unlink(missing_ok=True)
+                    raise
+            else:
+                target.symlink_to(self.path)
+            self._engine = target
+        return self._engine
+
+    def close(self) -> None:
+        """Remove the engine path, if one was made."""
+        if self._engine is not None:
+            self._engine.unlink(missing_ok=True)
+            self._engine = None
+
+
+def refuse_reserved(columns, rel: str) -> None:
+    reserved = [c for c in columns if c and c.startswith(INTERNAL)]
+    if reserved:
+        raise FileProblem(
+            "file_unreadable",
+            f"{rel}: column name(s) {reserved} use the reserved prefix {INTERNAL!r}; rename them",
+        )
+
+
+def bad_encoding(rel: str, exc: UnicodeDecodeError, offset: int) -> FileProblem:
+    return FileProblem(
+        "file_bad_encoding",
+        f"{rel}: not UTF-8 text (byte {offset + exc.start}: {exc.reason}); re-export the file as UTF-8",
+    )
+
+
+def oversized(rel: str, line: int, size: int, what: str = "line") -> FileProblem:
+    return FileProblem(
+        "file_oversized_line",
+        f"{rel}: {what} {line} is {size:,} bytes, above the {MAX_LINE_BYTES:,}-byte limit for one record",
+    )
+
+
+def extra_names(keys: list[str]) -> list[str]:
+    """Internal column names for fields no contract knows (a key may be any text, the empty one too)."""
+    return [f"{INTERNAL}x{i}" for i in range(len(keys))]
+
+
+def extras_json(frame: pl.DataFrame, keys: list[str]) -> pl.DataFrame | None:
+    """The fields no contract knows (columns ``extra_names(keys)``), one JSON object per row that has any:
+    present (non-null) fields only, keys in sorted order, so the text does not depend on which other rows
+    were read together."""
+    if not keys:
+        return None
+    names = dict(zip(keys, extra_names(keys), strict=True))
+    members = [
+        pl.when(pl.col(names[k]).is_not_null()).then(
+            pl.concat_str(
+                pl.lit(json.dumps(k) + ":"),
+                pl.struct(pl.col(names[k]).alias("v")).struct.json_encode().str.slice(5).str.head(-1),
+            )
+        )
+        for k in sorted(keys)
+    ]
+    shown = frame.select(ROW, pl.concat_str(members, separator=",", ignore_nulls=True).alias("m"))
+    kept = shown.filter(pl.col("m").is_not_null() & (pl.col("m") != ""))
+    return kept.select(ROW, pl.format("{{{}}}", pl.col("m")).alias("fields"))
+
+
+def numbered(frame: pl.DataFrame, first: int) -> pl.DataFrame:
+    """``frame`` with ``__fleet_row`` counting from ``first``."""
+    return frame.with_columns(
+        pl.int_range(first, first + frame.height, dtype=pl.Int64, eager=True).alias(ROW)
+    )
+
+
+_DONE = object()
+
+
+def prefetched(items: Iterator, depth: int = 2) -> Iterator:
+    """``items`` produced by a background thread, at most ``depth`` ahead: reading and parsing the next
+    batch (DuckDB, pyarrow and polars free the GIL) overlaps with validating and writing this one.
+    An exception in the producer is raised in the consumer; closing the consumer stops the producer."""
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for item in items:
+                while not stop.is_set():
+                    try:
+                        q.put(("item", item), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put(("done", _DONE))
+        except BaseException as exc:  # handed to the consumer
+            q.put(("error", exc))
+
+    thread = threading.Thread(target=produce, daemon=True)
+    thread.start()
+    try:
+        while True:
+            kind, value = q.get()
+            if kind == "done":
+                return
+            if kind == "error":
+                raise value
+            yield value
+    finally:
+        stop.set()
+        while thread.is_alive():
+            try:
+                q.get_nowait()
+            except queue.Empty:
+                thread.join(timeout=0.05)

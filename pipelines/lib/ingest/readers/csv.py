@@ -1,0 +1,316 @@
+"""CSV with a header row: every field read as text by pyarrow's streaming reader; a row's number is the
+line on which its record starts (the header is line 1; a quoted field may span lines, blank lines are
+skipped).
+
+pyarrow does not say where a record starts, so a second pass over the same bytes numbers the records in
+step with the batches: line ends (LF, CRLF or a lone CR) that are not inside a quoted field end records,
+and commas outside quotes count each record's fields. That pass is exact for RFC 4180 quoting, which it
+checks (a quote opens a field or ends one, "" inside a quoted field); a file with other quoting is
+numbered by Python's csv module instead (the ``python`` tier, slower). A record with the wrong number of
+fields is rejected alone (``bad_csv_row``), not the whole file.
+"""
+
+from __future__ import annotations
+
+import collections
+import csv as pycsv
+import io
+from collections.abc import Iterator
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.csv as pacsv
+
+from pipelines.lib.contracts import Contract
+from pipelines.lib.ingest.readers.base import (
+    MAX_LINE_BYTES,
+    ROW,
+    FallBack,
+    FileInfo,
+    FileProblem,
+    RawBatch,
+    Source,
+    bad_encoding,
+    extra_names,
+    extras_json,
+    oversized,
+    refuse_reserved,
+)
+
+TIERS = ("rfc4180", "python")
+SCAN_BYTES = 16 << 20
+_QUOTE, _COMMA, _LF, _CR = 34, 44, 10, 13
+
+
+class Irregular(Exception):
+    """The numbering pass cannot follow the file; the next tier numbers it."""
+
+
+def _header(stream: io.BufferedIOBase, rel: str) -> list[str]:
+    head = stream.peek(MAX_LINE_BYTES + 1)[: MAX_LINE_BYTES + 1]
+    cut = min((i for i in (head.find(b"\n"), head.find(b"\r")) if i >= 0), default=-1)
+    if cut < 0 and len(head) > MAX_LINE_BYTES:
+        raise oversized(rel, 1, len(head))
+    line = head if cut < 0 else head[:cut]
+    try:
+        text = line.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise bad_encoding(rel, exc, 0) from exc
+    if text.count('"') % 2:
+        raise FileProblem(
+            "file_unreadable", f"{rel}: the header row must be one line (a quoted name spans lines)"
+        )
+    return next(pycsv.reader([text]), [])
+
+
+class _Numbering:
+    """Start lines and field counts of a CSV file's records (after the header line), handed out in order:
+    the well-formed ones to pyarrow's rows, the others as the records pyarrow skipped."""
+
+    def __init__(self, records: Iterator[tuple[np.ndarray, np.ndarray]], width: int):
+        self._records = records
+        self._width = width
+        self._lines = np.empty(0, np.int64)
+        self._fields = np.empty(0, np.int64)
+        self._done = False
+
+    def _more(self) -> bool:
+        try:
+            lines, fields = next(self._records)
+        except StopIteration:
+            self._done = True
+            return False
+        self._lines = np.concatenate((self._lines, lines))
+        self._fields = np.concatenate((self._fields, fields))
+        return True
+
+    def take(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Records up to the n-th well-formed one: (its n lines, lines and field counts of the malformed
+        records among them)."""
+        while True:
+            good = np.cumsum(self._fields == self._width)
+            if n == 0 or (len(good) and good[-1] >= n):
+                break
+            if not self._more():
+                raise Irregular("pyarrow read more records than the numbering pass found")
+        k = int(np.searchsorted(good, n)) + 1 if n else 0
+        lines, fields = self._lines[:k], self._fields[:k]
+        self._lines, self._fields = self._lines[k:], self._fields[k:]
+        ok = fields == self._width
+        return lines[ok], lines[~ok], fields[~ok]
+
+    def rest(self) -> tuple[np.ndarray, np.ndarray]:
+        """The records left at the end (each must be one pyarrow skipped)."""
+        while not self._done:
+            self._more()
+        if np.any(self._fields == self._width):
+            raise Irregular("the numbering pass found more records than pyarrow read")
+        lines, fields = self._lines, self._fields
+        self._lines, self._fields = self._lines[:0], self._fields[:0]
+        return lines, fields
+
+
+def _cut(buf: bytes) -> int:
+    """Where a part of whole lines ends in ``buf`` (0: none yet); a CR last in ``buf`` may open a CRLF."""
+    i = max(buf.rfind(b"\n"), buf.rfind(b"\r"))
+    if i == len(buf) - 1 and buf[i:] == b"\r":
+        i = max(buf.rfind(b"\n", 0, i), buf.rfind(b"\r", 0, i))
+    return i + 1
+
+
+def _rfc4180_records(stream: io.BufferedIOBase) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Records numbered by a vectorised pass, exact where quoting follows RFC 4180 (checked): line ends
+    inside a quoted field do not end a record; empty lines are skipped; the first line is the header."""
+    quotes = 0  # quotes before this part: an odd count means inside a quoted field
+    line = 1  # the line of this part's first byte
+    prev = _LF  # the byte before this part
+    start, commas, size = 1, 0, 0  # the record under way: start line, commas outside quotes, bytes
+    header = True
+    rest = b""
+    while True:
+        chunk = stream.read(SCAN_BYTES)
+        buf = rest + chunk
+        if not buf:
+            break
+        cut = _cut(buf) if chunk else len(buf)
+        if cut == 0:
+            if len(buf) > 4 * SCAN_BYTES:
+                raise Irregular("no line end in a long stretch")
+            rest = buf
+            continue
+        part, rest = buf[:cut], buf[cut:]
+        arr = np.frombuffer(part, dtype=np.uint8)
+        n = len(arr)
+        q = np.flatnonzero(arr == _QUOTE)
+        if len(q):
+            before = np.where(q > 0, arr[np.maximum(q - 1, 0)], prev)
+            after = np.where(q < n - 1, arr[np.minimum(q + 1, n - 1)], _LF)
+            adjacent = np.diff(q) == 1
+            ok_open = np.isin(before, (_COMMA, _LF, _CR)) | np.concatenate(([False], adjacent))
+            ok_close = np.isin(after, (_COMMA, _LF, _CR)) | np.concatenate((adjacent, [False]))
+            opener = (np.arange(len(q)) + quotes) % 2 == 0
+            if not np.all(np.where(opener, ok_open, ok_close)):
+                raise Irregular("quoting other than RFC 4180")
+        lf = np.flatnonzero(arr == _LF)
+        cr = np.flatnonzero(arr == _CR)
+        if len(cr):
+            cr = cr[(cr == n - 1) | (arr[np.minimum(cr + 1, n - 1)] != _LF)]  # lone CRs end lines too
+        ends = np.union1d(lf, cr)
+        outside = (np.searchsorted(q, ends) + quotes) % 2 == 0
+        rec_end = ends[outside]
+        rec_line = (line + np.arange(len(ends)))[outside]  # the line each record's end closes
+        com = np.flatnonzero(arr == _COMMA)
+        com = com[(np.searchsorted(q, com) + quotes) % 2 == 0]
+        per = np.bincount(np.searchsorted(rec_end, com), minlength=len(rec_end) + 1)
+        k = len(rec_end)
+        if k:
+            begin = np.concatenate(([0], rec_end[:-1] + 1))
+            crlf = (rec_end > begin) & (arr[np.maximum(rec_end - 1, 0)] == _CR) & (arr[rec_end] == _LF)
+            content = rec_end - begin - crlf
+            content[0] += size
+            fields = per[:k] + 1
+            fields[0] += commas
+            starts = np.concatenate(([start], rec_line[:-1] + 1))
+            keep = content > 0
+            if header:
+                keep[0] = False
+                header = False
+            yield starts[keep].astype(np.int64), fields[keep].astype(np.int64)
+            start, commas, size = int(rec_line[-1]) + 1, int(per[k]), n - int(rec_end[-1]) - 1
+        else:
+            commas += int(per[0])
+            size += n
+        quotes += len(q)
+        line += len(ends)
+        prev = int(arr[-1])
+    if size and not header:  # a last record without a line end
+        yield np.array([start], np.int64), np.array([commas + 1], np.int64)
+
+
+def _python_records(stream: io.BufferedIOBase) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Records numbered by Python's csv module (any quoting it reads; a line at a time)."""
+    text = io.TextIOWrapper(stream, encoding="utf-8-sig", newline="")
+    reader = pycsv.reader(text)
+    next(reader, None)
+    lines, fields, last = [], [], reader.line_num
+    for record in reader:
+        if record:
+            lines.append(last + 1)
+            fields.append(len(record))
+            if len(lines) >= 65_536:
+                yield np.array(lines, np.int64), np.array(fields, np.int64)
+                lines, fields = [], []
+        last = reader.line_num
+    if lines:
+        yield np.array(lines, np.int64), np.array(fields, np.int64)
+
+
+_NUMBERINGS = {"rfc4180": _rfc4180_records, "python": _python_records}
+
+
+def _tier(src: Source, c: Contract, info: FileInfo, numbering: str) -> Iterator[RawBatch]:
+    with src.open() as raw:
+        stream = raw if hasattr(raw, "peek") else io.BufferedReader(raw)
+        header = _header(stream, src.rel)
+        if not [h for h in header if h]:
+            raise FileProblem("file_empty", f"{src.rel}: no header row")
+        refuse_reserved(header, src.rel)
+        dups = sorted({h for h in header if header.count(h) > 1})
+        if dups:
+            raise FileProblem("file_unreadable", f"{src.rel}: the header repeats column(s) {dups}")
+        names = [col.name for col in c.landing_columns]
+        extras = [h for h in header if h not in names]
+        info.extra_columns = extras
+        internal = dict(zip(extras, extra_names(extras), strict=True))
+        invalid: collections.deque[str] = collections.deque()
+
+        def on_invalid(row) -> str:
+            invalid.append(row.text)
+            return "skip"
+
+        try:
+            reader = pacsv.open_csv(
+                stream,
+                read_options=pacsv.ReadOptions(block_size=8 << 20, column_names=header, skip_rows=1),
+                parse_options=pacsv.ParseOptions(newlines_in_values=True, invalid_row_handler=on_invalid),
+                convert_options=pacsv.ConvertOptions(
+                    column_types=dict.fromkeys(header, pa.string()),
+                    null_values=[""],
+                    strings_can_be_null=True,
+                    quoted_strings_can_be_null=False,
+                ),
+            )
+        except pa.ArrowInvalid as exc:
+            raise _problem(src.rel, exc) from exc
+        with src.open() as again:
+            numbering = _Numbering(_NUMBERINGS[numbering](again), len(header))
+            while True:
+                try:
+                    rb = reader.read_next_batch()
+                except StopIteration:
+                    break
+                except pa.ArrowInvalid as exc:
+                    raise _problem(src.rel, exc) from exc
+                lines, bad_lines, bad_fields = numbering.take(rb.num_rows)
+                frame = pl.from_arrow(rb).with_columns(pl.Series(ROW, lines)).rename(internal)
+                rejects = _malformed(bad_lines, bad_fields, invalid, len(header))
+                yield RawBatch(
+                    frame=frame.drop(internal.values()), rejects=rejects, extras=extras_json(frame, extras)
+                )
+            bad_lines, bad_fields = numbering.rest()
+            rejects = _malformed(bad_lines, bad_fields, invalid, len(header))
+            if rejects is not None:
+                yield RawBatch(frame=pl.DataFrame({ROW: pl.Series([], dtype=pl.Int64)}), rejects=rejects)
+            if invalid:
+                raise Irregular("pyarrow skipped more records than the numbering pass found malformed")
+
+
+def _malformed(
+    lines: np.ndarray, fields: np.ndarray, invalid: collections.deque, width: int
+) -> pl.DataFrame | None:
+    """Rejects for the records pyarrow skipped (their text in the order pyarrow met them)."""
+    if not len(lines):
+        return None
+    if len(invalid) < len(lines):
+        raise Irregular("a malformed record pyarrow did not report")
+    return pl.DataFrame(
+        {
+            ROW: pl.Series(lines, dtype=pl.Int64),
+            "reason_code": ["bad_csv_row"] * len(lines),
+            "field": pl.Series([None] * len(lines), dtype=pl.String),
+            "message": [
+                f"the record has {f} field(s) where the header has {width}; check delimiters and quotes"
+                for f in fields.tolist()
+            ],
+            "raw_record": [invalid.popleft() for _ in range(len(lines))],
+        }
+    )
+
+
+def _problem(rel: str, exc: Exception) -> FileProblem:
+    text = str(exc).splitlines()[0]
+    if "UTF8" in text or "utf8" in text.lower():
+        return FileProblem(
+            "file_bad_encoding", f"{rel}: not UTF-8 text ({text}); re-export the file as UTF-8"
+        )
+    if "straddling" in text or "block size" in text.lower():
+        return FileProblem(
+            "file_oversized_line",
+            f"{rel}: a record is above the {MAX_LINE_BYTES:,}-byte limit for one record",
+        )
+    return FileProblem("file_unreadable", f"{rel}: not valid CSV ({text})")
+
+
+def read(src: Source, c: Contract, info: FileInfo) -> Iterator[RawBatch | FallBack]:
+    """The vectorised numbering first; Python's csv module numbers a file whose quoting it cannot follow."""
+    *fast, last = TIERS
+    for tier in [] if info.reference_only else fast:
+        try:
+            yield from _tier(src, c, info, tier)
+            info.tier = tier
+            return
+        except Irregular as exc:
+            yield FallBack(f"{tier}: {exc}")
+    yield from _tier(src, c, info, last)
+    info.tier = last

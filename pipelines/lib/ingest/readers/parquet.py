@@ -1,0 +1,163 @@
+"""Parquet: read batch by batch in its own types (validated as typed values, no text round trip); a row's
+number is its 1-based position in the file.
+
+Parquet compresses and dictionary-encodes, so a small file can stand for a huge one. The same limits as
+for gzip apply: the pages' uncompressed size (from the file's metadata) and the decoded size of every
+batch count against 64 GiB and 200x the file's size; a value above MAX_LINE_BYTES is refused like an
+oversized record; text columns are read dictionary-encoded and decoded a bounded slice at a time.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from pipelines.lib.contracts import Contract
+from pipelines.lib.ingest.readers.base import (
+    BATCH_ROWS,
+    MAX_LINE_BYTES,
+    ROW,
+    FileInfo,
+    FileProblem,
+    RawBatch,
+    Source,
+    expansion_problem,
+    extra_names,
+    extras_json,
+    limits_exceeded,
+    numbered,
+    oversized,
+    refuse_reserved,
+)
+
+DECODED_BATCH_BYTES = 128 << 20  # text decoded at once, at most (a batch is cut into slices below it)
+
+_READABLE = (
+    pa.types.is_string,
+    pa.types.is_large_string,
+    pa.types.is_string_view,
+    pa.types.is_integer,
+    pa.types.is_floating,
+    pa.types.is_boolean,
+    pa.types.is_timestamp,
+    pa.types.is_date,
+    pa.types.is_null,
+)
+_TEXT = (pa.types.is_string, pa.types.is_large_string, pa.types.is_string_view)
+
+
+def _readable(t: pa.DataType) -> bool:
+    if pa.types.is_dictionary(t):  # categorical / enum text
+        return any(k(t.value_type) for k in _TEXT)
+    return any(k(t) for k in _READABLE)
+
+
+def _unreadable(rel: str, exc: Exception) -> FileProblem:
+    return FileProblem("file_unreadable", f"{rel}: not a readable Parquet file ({str(exc).splitlines()[0]})")
+
+
+def _open(src: Source) -> tuple[pq.ParquetFile, int]:
+    path = src.engine_path()
+    try:
+        schema = pq.read_schema(path)
+        text = [f.name for f in schema if any(k(f.type) for k in _TEXT) or pa.types.is_dictionary(f.type)]
+        pf = pq.ParquetFile(path, pre_buffer=False, read_dictionary=text)
+        meta = pf.metadata
+    except Exception as exc:  # pyarrow raises several types for a damaged file
+        raise _unreadable(src.rel, exc) from exc
+    stored = os.path.getsize(path)
+    expanded = sum(
+        meta.row_group(i).column(j).total_uncompressed_size
+        for i in range(meta.num_row_groups)
+        for j in range(meta.num_columns)
+    )
+    if limits_exceeded(expanded, stored):
+        raise expansion_problem(src.rel, expanded, stored, "the Parquet pages")
+    return pf, stored
+
+
+def _value_bytes(col: pa.Array) -> np.ndarray | None:
+    """Bytes of each text value of a dictionary column (None for other columns)."""
+    if not pa.types.is_dictionary(col.type):
+        return None
+    lengths = pc.binary_length(col.dictionary).fill_null(0).to_numpy(zero_copy_only=False)
+    idx = col.indices.fill_null(0).to_numpy(zero_copy_only=False)
+    return lengths[idx] if len(lengths) else np.zeros(len(col), dtype=np.int64)
+
+
+def _plain(col: pa.Array) -> pa.Array:
+    """A column as ingest reads it: text decoded, timestamps with a zone in UTC."""
+    if pa.types.is_dictionary(col.type):
+        return col.cast(pa.large_string())
+    if pa.types.is_timestamp(col.type) and col.type.tz is not None:
+        return col.cast(pa.timestamp(col.type.unit, "UTC"))
+    return col
+
+
+def _slices(rb: pa.RecordBatch, rel: str, first_row: int) -> tuple[list[tuple[int, int]], int]:
+    """Row ranges of ``rb`` whose decoded text stays under DECODED_BATCH_BYTES, and the decoded bytes."""
+    per_row = np.zeros(rb.num_rows, dtype=np.int64)
+    for name, col in zip(rb.schema.names, rb.columns, strict=True):
+        sizes = _value_bytes(col)
+        if sizes is None:
+            continue
+        if len(sizes) and sizes.max() > MAX_LINE_BYTES:
+            i = int(sizes.argmax())
+            raise oversized(rel, first_row + i, int(sizes[i]), what=f"the value of '{name}' in row")
+        per_row += sizes
+    total = int(per_row.sum())
+    if total <= DECODED_BATCH_BYTES:
+        return [(0, rb.num_rows)], total
+    cuts = np.searchsorted(np.cumsum(per_row), np.arange(DECODED_BATCH_BYTES, total, DECODED_BATCH_BYTES))
+    bounds = [0, *sorted({int(x) for x in cuts if 0 < x < rb.num_rows}), rb.num_rows]
+    return list(zip(bounds[:-1], bounds[1:], strict=True)), total
+
+
+def read(src: Source, c: Contract, info: FileInfo) -> Iterator[RawBatch]:
+    """Parquet batch by batch in its own types, within the expansion limits."""
+    pf, stored = _open(src)
+    schema = pf.schema_arrow
+    refuse_reserved(schema.names, src.rel)
+    odd = [f.name for f in schema if not _readable(f.type)]
+    if odd:
+        raise FileProblem(
+            "file_unreadable",
+            f"{src.rel}: column(s) {odd} have types ingest cannot read (nested, duration, binary, ...)",
+        )
+    names = [col.name for col in c.landing_columns]
+    extras = [n for n in schema.names if n not in names]
+    info.extra_columns = extras
+    internal = dict(zip(extras, extra_names(extras), strict=True))
+    row = 1
+    decoded = pf.metadata.serialized_size
+    try:
+        for rb in pf.iter_batches(batch_size=BATCH_ROWS):
+            ranges, size = _slices(rb, src.rel, row)
+            decoded += size + sum(b.size for col in rb.columns for b in col.buffers() if b is not None)
+            if limits_exceeded(decoded, stored):
+                raise expansion_problem(src.rel, decoded, stored, "the Parquet file, decoded,")
+            for lo, hi in ranges:
+                part = rb.slice(lo, hi - lo)
+                table = pa.Table.from_arrays([_plain(col) for col in part.columns], names=part.schema.names)
+                frame = numbered(pl.from_arrow(table), row).rename(internal)
+                row += frame.height
+                shown = frame.select(
+                    ROW,
+                    *[
+                        pl.col(x).dt.to_string("%Y-%m-%dT%H:%M:%S%.6f")
+                        if frame.schema[x].is_temporal()
+                        else pl.col(x)
+                        for x in internal.values()
+                    ],
+                )
+                yield RawBatch(frame=frame.drop(internal.values()), extras=extras_json(shown, extras))
+    except FileProblem:
+        raise
+    except Exception as exc:
+        raise _unreadable(src.rel, exc) from exc

@@ -1,0 +1,71 @@
+"""A day is staged beside the lake before it is promoted: staged Parquet files written batch by batch."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import uuid
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipelines.lib.paths import DataHome
+
+STAGING = ".staging"
+
+
+def new_staging(home: DataHome, day: str) -> Path:
+    """A fresh staging folder for one day's ingest (unique per writer)."""
+    path = home.lake / STAGING / f"day={day}.{uuid.uuid4().hex[:12]}"
+    path.mkdir(parents=True)
+    return path
+
+
+class StagedParquet:
+    """A Parquet file written batch by batch, one row group per batch, by a background thread (pyarrow
+    frees the GIL), so writing overlaps reading and validating the next batch. At most two batches wait."""
+
+    def __init__(self, path: Path, schema: pa.Schema, **options):
+        self.path, self.schema = path, schema
+        self.options = {"compression": "zstd", **options}
+        self.groups = 0
+        self.rows = 0
+        self._queue: queue.Queue[pa.Table | None] = queue.Queue(maxsize=2)
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def _drain(self) -> None:
+        writer = None
+        try:
+            while (table := self._queue.get()) is not None:
+                if writer is None:
+                    writer = pq.ParquetWriter(self.path, self.schema, **self.options)
+                writer.write_table(table, row_group_size=max(table.num_rows, 1))
+        except BaseException as exc:  # re-raised by close()
+            self._error = exc
+            while self._queue.get() is not None:
+                pass
+        finally:
+            if writer is not None:
+                writer.close()
+
+    def write(self, table: pa.Table) -> int:
+        """Queue one batch; returns its row-group index."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._drain, daemon=True)
+            self._thread.start()
+        self._queue.put(table)
+        self.groups += 1
+        self.rows += table.num_rows
+        return self.groups - 1
+
+    def close(self) -> Path | None:
+        """Finish writing; the path, or None when nothing was written."""
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+        if self._error is not None:
+            raise self._error
+        return self.path if self.groups else None
