@@ -497,8 +497,6 @@ def validate_rows(
     for the rejected rows, so a clean batch costs a parse and a few comparisons per column.
     """
     allowed = allowed or {}
-    # one chunk per column: polars 2.1 panics building messages over string columns of several chunks
-    frame = frame.rechunk()
     cols = c.landing_columns
     n = frame.height
     given = {
@@ -547,7 +545,8 @@ def validate_rows(
         raw = pl.col("__raw")
     else:
         raw = pl.lit(None, pl.String)
-    rejected = staged.select(
+    # one chunk per column: polars 2.1 panics evaluating the messages over columns of several chunks
+    rejected = staged.rechunk().select(
         *[pl.col(x) for x in carry],
         chain.otherwise(None).alias("_error"),
         raw.alias("raw_record"),

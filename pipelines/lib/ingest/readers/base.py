@@ -183,6 +183,17 @@ class Source:
             self._engine = None
 
 
+def fill(stream, view: memoryview) -> int:
+    """Read into ``view`` until it is full or the stream ends; the bytes read."""
+    got = 0
+    while got < len(view):
+        n = stream.readinto(view[got:])
+        if not n:
+            break
+        got += n
+    return got
+
+
 def refuse_reserved(columns, rel: str) -> None:
     reserved = [c for c in columns if c and c.startswith(INTERNAL)]
     if reserved:

@@ -34,11 +34,12 @@ from pipelines.lib.ingest.readers.base import (
     bad_encoding,
     extra_names,
     extras_json,
+    fill,
     oversized,
     refuse_reserved,
 )
 
-TIERS = ("rfc4180", "python")
+TIERS = ("lines", "rfc4180", "python")
 SCAN_BYTES = 16 << 20
 _QUOTE, _COMMA, _LF, _CR = 34, 44, 10, 13
 
@@ -111,15 +112,58 @@ class _Numbering:
         return lines, fields
 
 
-def _cut(buf: bytes) -> int:
-    """Where a part of whole lines ends in ``buf`` (0: none yet); a CR last in ``buf`` may open a CRLF."""
-    i = max(buf.rfind(b"\n"), buf.rfind(b"\r"))
-    if i == len(buf) - 1 and buf[i:] == b"\r":
-        i = max(buf.rfind(b"\n", 0, i), buf.rfind(b"\r", 0, i))
-    return i + 1
+def _parts(stream: io.BufferedIOBase) -> Iterator[np.ndarray]:
+    """The file in parts of whole lines (a line ends at LF, CRLF or a lone CR) of about SCAN_BYTES, as
+    byte arrays: views of one reused buffer, valid until the next part is asked for."""
+    buf = bytearray(5 * SCAN_BYTES)
+    view = memoryview(buf)
+    held = 0
+    while True:
+        got = fill(stream, view[held : held + SCAN_BYTES])
+        end = held + got
+        if not got:
+            if held:
+                yield np.frombuffer(view[:held], dtype=np.uint8)
+            return
+        last = end - 1 if buf[end - 1] == _CR else end  # a CR last may open a CRLF: keep it for later
+        cut = max(buf.rfind(b"\n", 0, last), buf.rfind(b"\r", 0, last)) + 1
+        if cut == 0:
+            if end > 4 * SCAN_BYTES:
+                raise Irregular("no line end in a long stretch")
+            held = end
+            continue
+        yield np.frombuffer(view[:cut], dtype=np.uint8)
+        buf[: end - cut] = buf[cut:end]
+        held = end - cut
 
 
-def _rfc4180_records(stream: io.BufferedIOBase) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def _line_records(stream: io.BufferedIOBase, width: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Records numbered as the non-empty lines after the header: exact for a file without quotes or lone
+    CRs (checked); field counts are not looked at (the tier gives up on a malformed record)."""
+    line, header = 1, True
+    for arr in _parts(stream):
+        n = len(arr)
+        if np.any(arr == _QUOTE):
+            raise Irregular("quoted fields")
+        ends = np.flatnonzero(arr == _LF)
+        if np.any(arr == _CR):
+            cr = np.flatnonzero(arr == _CR)
+            if np.any(arr[np.minimum(cr + 1, n - 1)] != _LF) or cr[-1] == n - 1:
+                raise Irregular("a lone CR ends a line")
+        if arr[-1] != _LF:
+            ends = np.append(ends, n)
+        begin = np.concatenate(([0], ends[:-1] + 1))
+        crlf = (ends > begin) & (arr[np.maximum(ends - 1, 0)] == _CR)
+        keep = ends - begin - crlf > 0
+        if header:
+            keep[0] = False
+            header = False
+        lines = (line + np.flatnonzero(keep)).astype(np.int64)
+        yield lines, np.full(len(lines), width, dtype=np.int64)
+        line += len(ends)
+
+
+def _rfc4180_records(stream: io.BufferedIOBase, width: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Records numbered by a vectorised pass, exact where quoting follows RFC 4180 (checked): line ends
     inside a quoted field do not end a record; empty lines are skipped; the first line is the header."""
     quotes = 0  # quotes before this part: an odd count means inside a quoted field
@@ -127,20 +171,7 @@ def _rfc4180_records(stream: io.BufferedIOBase) -> Iterator[tuple[np.ndarray, np
     prev = _LF  # the byte before this part
     start, commas, size = 1, 0, 0  # the record under way: start line, commas outside quotes, bytes
     header = True
-    rest = b""
-    while True:
-        chunk = stream.read(SCAN_BYTES)
-        buf = rest + chunk
-        if not buf:
-            break
-        cut = _cut(buf) if chunk else len(buf)
-        if cut == 0:
-            if len(buf) > 4 * SCAN_BYTES:
-                raise Irregular("no line end in a long stretch")
-            rest = buf
-            continue
-        part, rest = buf[:cut], buf[cut:]
-        arr = np.frombuffer(part, dtype=np.uint8)
+    for arr in _parts(stream):
         n = len(arr)
         q = np.flatnonzero(arr == _QUOTE)
         if len(q):
@@ -152,17 +183,20 @@ def _rfc4180_records(stream: io.BufferedIOBase) -> Iterator[tuple[np.ndarray, np
             opener = (np.arange(len(q)) + quotes) % 2 == 0
             if not np.all(np.where(opener, ok_open, ok_close)):
                 raise Irregular("quoting other than RFC 4180")
-        lf = np.flatnonzero(arr == _LF)
-        cr = np.flatnonzero(arr == _CR)
-        if len(cr):
-            cr = cr[(cr == n - 1) | (arr[np.minimum(cr + 1, n - 1)] != _LF)]  # lone CRs end lines too
-        ends = np.union1d(lf, cr)
+        ends = np.flatnonzero(arr == _LF)
+        if np.any(arr == _CR):
+            cr = np.flatnonzero(arr == _CR)
+            lone = cr[(cr == n - 1) | (arr[np.minimum(cr + 1, n - 1)] != _LF)]
+            if len(lone):  # lone CRs end lines too
+                ends = np.sort(np.concatenate((ends, lone)))
         outside = (np.searchsorted(q, ends) + quotes) % 2 == 0
         rec_end = ends[outside]
         rec_line = (line + np.arange(len(ends)))[outside]  # the line each record's end closes
         com = np.flatnonzero(arr == _COMMA)
-        com = com[(np.searchsorted(q, com) + quotes) % 2 == 0]
-        per = np.bincount(np.searchsorted(rec_end, com), minlength=len(rec_end) + 1)
+        if len(q):
+            com = com[(np.searchsorted(q, com) + quotes) % 2 == 0]
+        before_end = np.searchsorted(com, rec_end)  # commas before each record's end
+        per = np.diff(np.concatenate(([0], before_end, [len(com)])))
         k = len(rec_end)
         if k:
             begin = np.concatenate(([0], rec_end[:-1] + 1))
@@ -188,7 +222,7 @@ def _rfc4180_records(stream: io.BufferedIOBase) -> Iterator[tuple[np.ndarray, np
         yield np.array([start], np.int64), np.array([commas + 1], np.int64)
 
 
-def _python_records(stream: io.BufferedIOBase) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def _python_records(stream: io.BufferedIOBase, width: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Records numbered by Python's csv module (any quoting it reads; a line at a time)."""
     text = io.TextIOWrapper(stream, encoding="utf-8-sig", newline="")
     reader = pycsv.reader(text)
@@ -206,7 +240,7 @@ def _python_records(stream: io.BufferedIOBase) -> Iterator[tuple[np.ndarray, np.
         yield np.array(lines, np.int64), np.array(fields, np.int64)
 
 
-_NUMBERINGS = {"rfc4180": _rfc4180_records, "python": _python_records}
+_NUMBERINGS = {"lines": _line_records, "rfc4180": _rfc4180_records, "python": _python_records}
 
 
 def _tier(src: Source, c: Contract, info: FileInfo, numbering: str) -> Iterator[RawBatch]:
@@ -244,7 +278,8 @@ def _tier(src: Source, c: Contract, info: FileInfo, numbering: str) -> Iterator[
         except pa.ArrowInvalid as exc:
             raise _problem(src.rel, exc) from exc
         with src.open() as again:
-            numbering = _Numbering(_NUMBERINGS[numbering](again), len(header))
+            tier = numbering
+            numbering = _Numbering(_NUMBERINGS[tier](again, len(header)), len(header))
             while True:
                 try:
                     rb = reader.read_next_batch()
@@ -252,12 +287,16 @@ def _tier(src: Source, c: Contract, info: FileInfo, numbering: str) -> Iterator[
                     break
                 except pa.ArrowInvalid as exc:
                     raise _problem(src.rel, exc) from exc
+                if invalid and tier == "lines":
+                    raise Irregular("a malformed record")
                 lines, bad_lines, bad_fields = numbering.take(rb.num_rows)
                 frame = pl.from_arrow(rb).with_columns(pl.Series(ROW, lines)).rename(internal)
                 rejects = _malformed(bad_lines, bad_fields, invalid, len(header))
                 yield RawBatch(
                     frame=frame.drop(internal.values()), rejects=rejects, extras=extras_json(frame, extras)
                 )
+            if invalid and tier == "lines":
+                raise Irregular("a malformed record")
             bad_lines, bad_fields = numbering.rest()
             rejects = _malformed(bad_lines, bad_fields, invalid, len(header))
             if rejects is not None:

@@ -43,6 +43,7 @@ from pipelines.lib.ingest.readers.base import (
     bad_encoding,
     extra_names,
     extras_json,
+    fill,
     oversized,
     refuse_reserved,
 )
@@ -74,48 +75,54 @@ def _connect() -> duckdb.DuckDBPyConnection:
 # ---------------------------------------------------------------- splitting into lines
 
 
-def parts(stream, rel: str) -> Iterator[tuple[int, int, bytes, np.ndarray]]:
+def parts(stream, rel: str) -> Iterator[tuple[int, int, memoryview, np.ndarray]]:
     """(number of the first line, byte offset, bytes, end offsets of the lines) per ~CHUNK_BYTES of whole
     lines. A line's end is the offset of its newline (or of the end of the file). A line above
-    MAX_LINE_BYTES (counting a trailing CR, not the newline) raises ``file_oversized_line``."""
-    rest, first, offset = b"", 1, 0
+    MAX_LINE_BYTES (counting a trailing CR, not the newline) raises ``file_oversized_line``.
+
+    The bytes are a view of one buffer reused for every part: valid until the next part is asked for."""
+    buf = bytearray(CHUNK_BYTES + MAX_LINE_BYTES + 2)
+    view = memoryview(buf)
+    held, first, offset = 0, 1, 0  # bytes of an unfinished line kept at the front of the buffer
     while True:
-        chunk = stream.read(CHUNK_BYTES)
-        buf = rest + chunk
-        if not chunk:
-            if not buf:
+        got = fill(stream, view[held : held + CHUNK_BYTES])
+        end = held + got
+        if not got:
+            if not held:
                 return
-            cut = len(buf)
+            cut = end
         else:
-            cut = buf.rfind(b"\n") + 1
+            cut = buf.rfind(b"\n", 0, end) + 1
             if cut == 0:
-                if len(buf) > MAX_LINE_BYTES:
-                    raise oversized(rel, first, len(buf))
-                rest = buf
+                if end > MAX_LINE_BYTES:
+                    raise oversized(rel, first, end)
+                held = end
                 continue
-        part, rest = buf[:cut], buf[cut:]
+        part = view[:cut]
         ends = np.flatnonzero(np.frombuffer(part, dtype=np.uint8) == _LF)
-        if part[-1:] != b"\n":
-            ends = np.append(ends, len(part))
+        if buf[cut - 1] != _LF:
+            ends = np.append(ends, cut)
         lengths = np.diff(ends, prepend=-1) - 1
         if lengths.max() > MAX_LINE_BYTES:
             i = int(lengths.argmax())
             raise oversized(rel, first + i, int(lengths[i]))
         yield first, offset, part, ends
         first += len(ends)
-        offset += len(part)
-        if not chunk:
+        offset += cut
+        if not got:
             return
+        buf[: end - cut] = buf[cut:end]
+        held = end - cut
 
 
-def _decoded(part: bytes, first: int, offset: int, rel: str) -> list[str]:
+def _decoded(part: memoryview, first: int, offset: int, rel: str) -> list[str]:
     """The lines of a part as text: a BOM opening the file dropped, trailing CRs stripped."""
     try:
-        text = part.decode("utf-8-sig" if first == 1 else "utf-8")
+        text = str(part, "utf-8-sig" if first == 1 else "utf-8")
     except UnicodeDecodeError as exc:
         raise bad_encoding(rel, exc, offset) from exc
     lines = text.split("\n")
-    if part[-1:] == b"\n":
+    if part[-1] == _LF:
         lines.pop()
     return [line.rstrip("\r") for line in lines]
 
@@ -262,14 +269,14 @@ class LineIndex:
             raise Irregular(p.message) from None
         if self._check_utf8:
             try:
-                part.decode("utf-8")
+                str(part, "utf-8")
             except UnicodeDecodeError:
                 raise Irregular("not UTF-8") from None
         if self._pattern and _matches(part, self._pattern):
             raise Irregular("a member may be true or false")
         arr = np.frombuffer(part, dtype=np.uint8)
         starts = np.concatenate(([0], ends[:-1] + 1))
-        if first == 1 and part.startswith(_BOM):
+        if first == 1 and part[:3] == _BOM:
             starts[0] += len(_BOM)
         lengths = ends - starts
         has = lengths > 0
@@ -285,7 +292,7 @@ class LineIndex:
             if self._odd > MAX_ODD_LINES:
                 raise Irregular("many lines with surrounding whitespace")
             for i in odd.tolist():
-                text = part[starts[i] : ends[i]].strip(b" \t\r")
+                text = bytes(part[starts[i] : ends[i]]).strip(b" \t\r")
                 if not text:
                     blank[i] = True
                 elif text[:1] == b"{" and text[-1:] == b"}":
