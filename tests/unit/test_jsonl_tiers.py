@@ -15,7 +15,6 @@ import functools
 import gzip
 import json
 
-import numpy as np
 import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -24,6 +23,7 @@ from hypothesis import strategies as st
 from pipelines.lib.ingest import ingest_day
 from pipelines.lib.ingest.readers import jsonl
 from pipelines.lib.paths import DataHome
+from tests.bigfiles import big_day
 from tests.conftest import DAY
 
 FORCED = {
@@ -146,42 +146,12 @@ def test_a_regular_file_is_read_by_the_duckdb_tier_alone(tmp_path, small, hw, mo
 
 N_LINES = 100_000  # beyond DuckDB's sample (20,480 records) and its first batch
 EARLY, LATE = 3, 93_000
-SERVERS = 50
 
 
 @functools.cache
 def big_base() -> tuple[bytes, tuple[bytes, ...]]:
     """A runs file with one run over the whole day and N_LINES samples of it (unique keys), as lines."""
-    runs = {
-        "run_id": "r-big",
-        "start_ts": f"{DAY}T00:00:00Z",
-        "end_ts": f"{DAY}T23:59:59Z",
-        "status": "succeeded",
-        "model_name": "M1prod",
-        "platform": "cpu",
-        "placement": "remote_ps",
-        "n_trainers": 20,
-        "n_sparse_ps": 20,
-        "n_dense_ps": 5,
-        "n_readers": 5,
-    }
-    rng = np.random.default_rng(7)
-    i = np.arange(N_LINES)
-    frame = pl.DataFrame(
-        {
-            "run_id": "r-big",
-            "server_id": pl.Series([f"s{k}" for k in range(SERVERS)])[i % SERVERS],
-            "role": pl.Series(["trainer", "sparse_ps", "dense_ps", "reader", "trainer"])[i % 5],
-            "ts": pl.datetime_range(
-                pl.datetime(2026, 11, 20), pl.datetime(2026, 11, 20, 23, 59, 59), "1s", eager=True
-            ).gather(i // SERVERS),
-            "cpu_util": np.round(rng.uniform(0, 1, N_LINES), 4),
-            "mem_cap_util": np.round(rng.uniform(0, 1, N_LINES), 3),
-            "mem_bw_util": rng.uniform(0, 1, N_LINES),
-            "net_bw_util": np.round(rng.uniform(0, 1, N_LINES), 2),
-            "power_w": np.round(rng.uniform(100, 400, N_LINES), 1),
-        }
-    ).with_columns(pl.col("ts").dt.to_string("%Y-%m-%dT%H:%M:%SZ"))
+    runs, frame = big_day(N_LINES)
     lines = tuple(line.encode() for line in frame.write_ndjson().splitlines())
     return (json.dumps(runs) + "\n").encode(), lines
 

@@ -1,0 +1,146 @@
+"""CSV line numbering: every tier answers as Python's csv module (the reference numbering) would.
+
+pyarrow reads the values in every tier; the tiers differ in how records are mapped to the line they
+start on: the non-empty lines (files without quotes), a vectorised RFC 4180 pass, or Python's csv module.
+Files of 100,000+ rows with hostile records early and late are ingested with each tier forced first and
+compared byte for byte; a malformed record is rejected alone (``bad_csv_row``) at its own line.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import polars as pl
+import pytest
+
+from pipelines.lib.ingest import ingest_day
+from pipelines.lib.ingest.readers import csv as csv_reader
+from pipelines.lib.paths import DataHome
+from tests.bigfiles import big_day
+from tests.conftest import DAY
+
+N_ROWS = 100_000
+EARLY, LATE = 3, 93_000
+REFERENCE = ("python",)
+FORCED = {"lines": csv_reader.TIERS, "rfc4180": ("rfc4180", "python")}
+
+
+@functools.cache
+def base() -> tuple[bytes, bytes, tuple[bytes, ...]]:
+    run, frame = big_day(N_ROWS, seed=11)
+    text = frame.write_csv()
+    header, *rows = text.encode().split(b"\n")[:-1]
+    return (json.dumps(run) + "\n").encode(), header, tuple(rows)
+
+
+def _field(row: bytes, i: int, value: bytes) -> bytes:
+    cells = row.split(b",")
+    cells[i] = value
+    return b",".join(cells)
+
+
+HOSTILE = {
+    "blank_line": lambda rs, i: [b"", rs[i]],
+    "whitespace_line": lambda rs, i: [b"   ", rs[i]],
+    "crlf_line_end": lambda rs, i: [rs[i] + b"\r"],
+    "lone_cr_line_end": lambda rs, i: [rs[i] + b"\r" + rs[i + 1]],
+    "quoted_line_break": lambda rs, i: [_field(rs[i], 2, b'"train\ner"')],
+    "quoted_crlf": lambda rs, i: [_field(rs[i], 2, b'"train\r\ner"')],
+    "quoted_comma": lambda rs, i: [_field(rs[i], 1, b'"s,1"')],
+    "escaped_quote": lambda rs, i: [_field(rs[i], 1, b'"s""1"')],
+    "quote_inside_a_field": lambda rs, i: [_field(rs[i], 1, b's"1')],
+    "text_after_a_closing_quote": lambda rs, i: [_field(rs[i], 1, b'"s"1')],
+    "too_few_fields": lambda rs, i: [b",".join(rs[i].split(b",")[:4])],
+    "too_many_fields": lambda rs, i: [rs[i] + b",extra"],
+    "empty_quoted_number": lambda rs, i: [_field(rs[i], 4, b'""')],
+    "out_of_bounds": lambda rs, i: [_field(rs[i], 4, b"1.50")],
+    "not_a_number": lambda rs, i: [_field(rs[i], 5, b"high")],
+    "unknown_run": lambda rs, i: [_field(rs[i], 0, b"r-none")],
+    "repeats_an_earlier_row": lambda rs, i: [rs[1]],
+    "many_malformed": lambda rs, i: [b"a,b" for _ in range(1500)],
+    "quoted_break_then_malformed": lambda rs, i: [_field(rs[i], 2, b'"a\n\nb"'), b"x,y"],
+}
+CONSUMES = {"lone_cr_line_end": 2, "many_malformed": 1500}
+
+
+def hostile_file(kind: str, at: int) -> bytes:
+    _, header, rows = base()
+    lines = list(rows)
+    lines[at : at + CONSUMES.get(kind, 1)] = HOSTILE[kind](rows, at)
+    return header + b"\n" + b"\n".join(lines) + b"\n"
+
+
+def outcome(tmp_path, data: bytes, hw, monkeypatch, tiers) -> dict:
+    runs, _, _ = base()
+    home = DataHome.resolve(tmp_path / "-".join(tiers))
+    folder = home.landing / "producer" / DAY
+    folder.mkdir(parents=True)
+    (folder / "runs.jsonl").write_bytes(runs)
+    (folder / "utilisation_samples.csv").write_bytes(data)
+    with monkeypatch.context() as m:
+        m.setattr(csv_reader, "TIERS", tiers)
+        r = ingest_day(home, DAY, hw.platforms)
+    mine = pl.col("source_file").str.ends_with(".csv")
+    out = {
+        "ledger": r.ingest_ledger.filter(mine)
+        .select("rows_in", "rows_accepted", "rows_quarantined", "file_status")
+        .to_dicts(),
+        "quarantine": r.quarantine.filter(mine)
+        .select("row_number", "reason_code", "field", "message", "raw_record")
+        .to_dicts(),
+        "accepted": r.utilisation_samples.drop("day").sort("run_id", "server_id", "ts"),
+        "tier": r.ingest_ledger.filter(mine)["reader_tier"][0],
+    }
+    r.discard()
+    return out
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory, hw):
+    cache: dict = {}
+
+    def get(key, data, monkeypatch):
+        if key not in cache:
+            cache[key] = outcome(tmp_path_factory.mktemp("ref"), data, hw, monkeypatch, REFERENCE)
+        return cache[key]
+
+    return get
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("at", [EARLY, LATE], ids=["early", "late"])
+@pytest.mark.parametrize("kind", sorted(HOSTILE))
+def test_every_tier_numbers_lines_as_the_reference(kind, at, tmp_path, hw, monkeypatch, reference):
+    data = hostile_file(kind, at)
+    want = reference((kind, at), data, monkeypatch)
+    for label, tiers in FORCED.items():
+        got = outcome(tmp_path / label, data, hw, monkeypatch, tiers)
+        for part in ("ledger", "quarantine"):
+            assert got[part] == want[part], f"{kind} at {at} / {label}: {part}"
+        assert got["accepted"].equals(want["accepted"]), f"{kind} at {at} / {label}"
+    led = want["ledger"][0]
+    assert led["rows_in"] == led["rows_accepted"] + led["rows_quarantined"]
+
+
+def test_rows_are_numbered_by_the_line_their_record_starts_on(tmp_path, hw, monkeypatch):
+    """A blank line, a quoted line break and a malformed record: each reject at its own source line."""
+    _, header, rows = base()
+    body = [rows[0], b"", _field(rows[1], 2, b'"train\ner"'), b"x,y", _field(rows[2], 4, b"1.50"), rows[3]]
+    data = header + b"\n" + b"\n".join(body) + b"\n"
+    got = outcome(tmp_path, data, hw, monkeypatch, csv_reader.TIERS)
+    assert [(q["row_number"], q["reason_code"]) for q in got["quarantine"]] == [
+        (4, "unknown_value"),  # the record that starts on line 4 spans lines 4-5
+        (6, "bad_csv_row"),
+        (7, "out_of_bounds"),
+    ]
+    assert got["quarantine"][1]["raw_record"] == "x,y"
+    assert got["ledger"][0]["rows_in"] == 5 and got["tier"] == "rfc4180"
+
+
+def test_a_file_without_quotes_is_numbered_by_its_lines(tmp_path, hw, monkeypatch):
+    _, header, rows = base()
+    data = header + b"\r\n" + b"\r\n".join([*rows[:10], b"", _field(rows[10], 4, b"2")]) + b"\r\n"
+    got = outcome(tmp_path, data, hw, monkeypatch, csv_reader.TIERS)
+    assert got["tier"] == "lines"
+    assert [(q["row_number"], q["reason_code"]) for q in got["quarantine"]] == [(13, "out_of_bounds")]
