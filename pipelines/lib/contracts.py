@@ -487,13 +487,15 @@ def validate_rows(
     carry: tuple[str, ...] = (),
     allowed: Mapping[str, frozenset[str]] | None = None,
     raw_column: str | None = None,
+    raw_records: bool = True,
 ) -> Validated:
     """Validate rows of text (CSV, JSON) or typed values (Parquet); missing columns may be absent.
 
     Each column is parsed once. Every row ends in exactly one of the two outputs. A rejected row carries
     the first failure in column order (missing, type, finiteness, bounds, enum, references, pattern; then
     row rules), and its original content: ``raw_column`` if given (e.g. the JSONL line), else its fields
-    as JSON. ``carry`` columns (e.g. file and row number) pass through untouched. Messages are built only
+    as JSON (none when ``raw_records`` is False: the caller recovers them). ``carry`` columns (e.g. file
+    and row number) pass through untouched. Messages are built only
     for the rejected rows, so a clean batch costs a parse and a few comparisons per column.
     """
     allowed = allowed or {}
@@ -537,7 +539,9 @@ def validate_rows(
         cond = pl.Series(ok.filter(bad)).eq(False).fill_null(False)
         chain = pl.when(cond).then(err) if chain is None else chain.when(cond).then(err)
     raw_names = [x for x in sub.columns if x not in carry and x != raw_column]
-    if raw_column:
+    if not raw_records:
+        raw = pl.lit(None, pl.String)
+    elif raw_column:
         raw = pl.col(raw_column) if raw_column in sub.columns else pl.lit(None, pl.String)
         staged = staged.with_columns(sub[raw_column]) if raw_column in sub.columns else staged
     elif raw_names:
@@ -546,12 +550,18 @@ def validate_rows(
     else:
         raw = pl.lit(None, pl.String)
     # one chunk per column: polars 2.1 panics evaluating the messages over columns of several chunks
-    rejected = staged.rechunk().select(
-        *[pl.col(x) for x in carry],
-        chain.otherwise(None).alias("_error"),
-        raw.alias("raw_record"),
-    ).select(
-        *[pl.col(x) for x in carry], *[pl.col("_error").struct.field(f) for f in ERROR_COLUMNS], "raw_record"
+    rejected = (
+        staged.rechunk()
+        .select(
+            *[pl.col(x) for x in carry],
+            chain.otherwise(None).alias("_error"),
+            raw.alias("raw_record"),
+        )
+        .select(
+            *[pl.col(x) for x in carry],
+            *[pl.col("_error").struct.field(f) for f in ERROR_COLUMNS],
+            "raw_record",
+        )
     )
     return Validated(accepted=accepted, rejected=rejected)
 

@@ -21,9 +21,12 @@ def _write_atomic(table: pa.Table, target: Path) -> None:
 
 
 def to_arrow(frame: pl.DataFrame, table: str) -> pa.Table:
-    """The frame as an Arrow table with exactly the contract's schema (order, types, nullability)."""
+    """The frame as an Arrow table with exactly the contract's schema (order, types, nullability); raises
+    ``pyarrow.ArrowInvalid`` on text that is not UTF-8."""
     c = contract(table)
-    return c.conform(frame).to_arrow().cast(c.arrow_schema())
+    out = c.conform(frame).to_arrow().cast(c.arrow_schema())
+    out.validate(full=True)  # the lake never holds text that is not UTF-8
+    return out
 
 
 def write_partition(home: DataHome, table: str, day: str, frame: pl.DataFrame) -> Path:

@@ -98,7 +98,7 @@ class FileState:
     @property
     def from_lines(self) -> bool:
         """Raw records are the rows' original lines (read back when needed)."""
-        return self.fmt is not None and self.fmt.lines_at is not None
+        return self.fmt is not None and self.fmt.line_texts is not None
 
     def counts(self) -> tuple[int, int]:
         """(rows accepted, rows quarantined) for the ledger."""
@@ -402,7 +402,9 @@ class Day:
                 self._validate(f, c, b)
 
     def _validate(self, f: FileState, c: Contract, b: RawBatch) -> None:
-        v = validate_rows(b.frame, c, carry=(ROW,), allowed=self.allowed, raw_column=b.raw_column)
+        v = validate_rows(
+            b.frame, c, carry=(ROW,), allowed=self.allowed, raw_column=b.raw_column, raw_records=b.exact
+        )
         dropped = v.rejected[ROW]
         if v.rejected.height:
             f.rejects.add(reject_frame(v.rejected, judge=not b.exact))
@@ -470,60 +472,62 @@ class Day:
             pl.lit(f.entry.table_name).alias("table_name"),
             "fields",
         ).sort("row_number")
-        table = lake.to_arrow(rows, "extra_fields")
-        _text_guard(table, f.lf.relpath)
+        try:
+            table = lake.to_arrow(rows, "extra_fields")
+        except pa.ArrowInvalid as exc:
+            raise FileProblem("file_bad_encoding", f"{f.lf.relpath}: text that is not UTF-8 ({exc})") from exc
         f.extra_groups.append(self.extras.write(table))
 
     # -- original text of rejected rows (formats whose rows are lines)
 
     def finish_texts(self, f: FileState, c: Contract) -> None:
         """Kept rejects whose raw record is their line get it; those a fast tier judged are judged again
-        from their line by the reference path (it must reject the same rows: else ``Inconsistent``)."""
+        from their line by the reference path (it must reject the same rows: else ``Inconsistent``).
+        Lines are read back a group at a time, so a file of long lines holds one group in memory."""
         kept = f.rejects.kept
-        todo = kept.filter(pl.col(FILL) | pl.col(JUDGE))
+        pending = pl.col(FILL) | pl.col(JUDGE)
+        todo = kept.filter(pending)
         if not todo.height or not f.from_lines:
             return
-        rows = np.unique(todo[ROW].to_numpy())
-        texts = f.fmt.lines_at(f.src, rows)
-        text = pl.Series("__text", [texts[r] for r in todo[ROW].to_list()], dtype=pl.String)
-        todo = todo.with_columns(text)
-        judged = todo.filter(pl.col(JUDGE))
+        done = []
+        with f.fmt.verdicts() as judge:
+            for texts in f.fmt.line_texts(f.src, np.unique(todo[ROW].to_numpy())):
+                part = todo.filter(pl.col(ROW).is_in(list(texts))).with_columns(
+                    pl.col(ROW).replace_strict(texts, return_dtype=pl.String).alias("__text")
+                )
+                judged = self._judged(f, c, part, texts, judge)
+                done.append(cap_raw(judged.drop("raw_record_cut")).select(kept.columns))
+        f.rejects.replace(pl.concat([kept.filter(~pending), *done]))
+
+    def _judged(
+        self, f: FileState, c: Contract, part: pl.DataFrame, texts: dict[int, str], judge
+    ) -> pl.DataFrame:
+        """``part`` (rejects with their line in ``__text``) as the reference path gives them."""
+        cross = pl.col("reason_code").is_in(list(CROSS_ROW_REASONS))
+        judged = part.filter(pl.col(JUDGE))
         if judged.height:
-            cross = pl.col("reason_code").is_in(list(CROSS_ROW_REASONS))
-            v = f.fmt.verdicts(f.src, c, np.unique(judged[ROW].to_numpy()), self.allowed, texts)
-            joined = judged.join(v, on=ROW, how="left", suffix="_ref")
+            ref = judge(c, {r: texts[r] for r in judged[ROW].to_list()}, self.allowed, f.lf.relpath)
+            joined = judged.join(ref, on=ROW, how="left", suffix="_ref")
             if not joined.select((cross == pl.col("accepted")).all()).item():
                 raise Inconsistent(f"{f.lf.relpath}: a fast tier and the reference disagree on a row")
-            todo = pl.concat(
+            fields = ("reason_code", "field", "message", "raw_record")
+            part = pl.concat(
                 [
-                    todo.filter(~pl.col(JUDGE)),
-                    joined.filter(cross).select(todo.columns),
-                    joined.filter(~cross).select(
-                        ROW,
-                        pl.col("reason_code_ref").alias("reason_code"),
-                        pl.col("field_ref").alias("field"),
-                        pl.col("message_ref").alias("message"),
-                        pl.col("raw_record_ref").alias("raw_record"),
-                        *[
-                            x
-                            for x in todo.columns
-                            if x not in (ROW, "reason_code", "field", "message", "raw_record")
-                        ],
-                    ),
+                    part.filter(~pl.col(JUDGE)),
+                    joined.filter(cross).select(part.columns),
+                    joined.filter(~cross)
+                    .with_columns(pl.col(f"{x}_ref").alias(x) for x in fields)
+                    .select(part.columns),
                 ]
             )
-        todo = todo.with_columns(
-            pl.when(pl.col("reason_code").is_in(list(CROSS_ROW_REASONS)) | pl.col(FILL))
+        return part.with_columns(
+            pl.when(cross | pl.col(FILL))
             .then(pl.col("__text"))
             .otherwise(pl.col("raw_record"))
             .alias("raw_record"),
             pl.lit(False).alias(FILL),
             pl.lit(False).alias(JUDGE),
         ).drop("__text")
-        done = cap_raw(todo.drop("raw_record_cut"))
-        f.rejects.replace(
-            pl.concat([kept.filter(~(pl.col(FILL) | pl.col(JUDGE))), done.select(kept.columns)])
-        )
 
     def _finish_all_texts(self, files: Iterable[FileState]) -> None:
         for f in files:

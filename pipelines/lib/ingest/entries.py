@@ -13,11 +13,11 @@ import datetime as dt
 from dataclasses import dataclass, field
 
 import polars as pl
+import pyarrow as pa
 
 from pipelines.lib.contracts import contract
-from pipelines.lib.ingest.readers.base import ROW
+from pipelines.lib.ingest.readers.base import MAX_REJECTS_PER_FILE, ROW
 
-MAX_REJECTS_PER_FILE = 1000
 RAW_RECORD_MAX_BYTES = 64 << 10
 CROSS_ROW_REASONS = frozenset({"unknown_run", "ts_outside_run", "duplicate_key"})
 FILL = "__fleet_fill"  # the raw record is to be the row's original line (read back at the file's end)
@@ -34,27 +34,43 @@ REJECT_SCHEMA = {
 }
 
 
+def _compact(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with its text copied out: polars text columns are views that keep the whole buffer of
+    the batch they came from alive (a few kept rejects would otherwise hold every batch they were in)."""
+    return frame.with_columns(
+        pl.from_arrow(frame[c].to_arrow().cast(pa.large_string())).alias(c)
+        for c, t in frame.schema.items()
+        if t == pl.String
+    )
+
+
 def cap_raw(frame: pl.DataFrame) -> pl.DataFrame:
-    """``raw_record`` cut to RAW_RECORD_MAX_BYTES (at a character boundary) and ``raw_record_cut`` set."""
+    """``raw_record`` cut to RAW_RECORD_MAX_BYTES (at a character boundary) and ``raw_record_cut`` set;
+    text copied out of the batch it came from (``_compact``)."""
     over = (frame["raw_record"].str.len_bytes() > RAW_RECORD_MAX_BYTES).fill_null(False)
     if not over.any():
-        return frame.with_columns(over.alias("raw_record_cut"))
+        return _compact(frame.with_columns(over.alias("raw_record_cut")))
     idx = over.arg_true()
     cut = [
         s.encode("utf-8")[:RAW_RECORD_MAX_BYTES].decode("utf-8", "ignore")
         for s in frame["raw_record"].gather(idx).to_list()
     ]
-    return frame.with_columns(
-        frame["raw_record"].scatter(idx, pl.Series(cut, dtype=pl.String)), over.alias("raw_record_cut")
+    return _compact(
+        frame.with_columns(
+            frame["raw_record"].scatter(idx, pl.Series(cut, dtype=pl.String)), over.alias("raw_record_cut")
+        )
     )
 
 
 def reject_frame(rows: pl.DataFrame, *, fill: bool = False, judge: bool = False) -> pl.DataFrame:
     """Rejects (``__fleet_row``, reason_code, field, message, raw_record) in the log's shape."""
-    out = rows.select(ROW, "reason_code", "field", "message", "raw_record").with_columns(
-        pl.lit(fill).alias(FILL), pl.lit(judge).alias(JUDGE)
+    return rows.select(
+        pl.col(ROW).cast(pl.Int64),
+        *[pl.col(c).cast(pl.String) for c in ("reason_code", "field", "message", "raw_record")],
+        pl.lit(False).alias("raw_record_cut"),
+        pl.lit(fill).alias(FILL),
+        pl.lit(judge).alias(JUDGE),
     )
-    return cap_raw(out).select(list(REJECT_SCHEMA)).cast(REJECT_SCHEMA)
 
 
 @dataclass
@@ -67,13 +83,25 @@ class RejectLog:
     over_first: int | None = None
 
     def add(self, rows: pl.DataFrame) -> None:
-        """Log rejects already in the log's shape (``reject_frame``)."""
+        """Log rejects in the log's shape (``reject_frame``): raw records of the kept ones are cut."""
         if not rows.height:
             return
         self.total += rows.height
-        both = pl.concat([self.kept, rows]).sort(ROW, maintain_order=True)
+        if self.kept.height >= MAX_REJECTS_PER_FILE:  # the log is full: later rows are only counted
+            last = self.kept[ROW][-1]
+            self._count(rows.filter(pl.col(ROW) > last))
+            rows = rows.filter(pl.col(ROW) <= last)
+            if not rows.height:
+                return
+        if rows.height > MAX_REJECTS_PER_FILE:  # only the first rows by number can be kept
+            rows = rows.sort(ROW, maintain_order=True)
+            self._count(rows.slice(MAX_REJECTS_PER_FILE))
+            rows = rows.head(MAX_REJECTS_PER_FILE)
+        both = pl.concat([self.kept, cap_raw(rows)]).sort(ROW, maintain_order=True)
         self.kept = both.head(MAX_REJECTS_PER_FILE)
-        rest = both.slice(MAX_REJECTS_PER_FILE)
+        self._count(both.slice(MAX_REJECTS_PER_FILE))
+
+    def _count(self, rest: pl.DataFrame) -> None:
         if rest.height:
             self.over.update(dict(rest["reason_code"].value_counts().iter_rows()))
             first = int(rest[ROW].min())
@@ -81,7 +109,9 @@ class RejectLog:
 
     def replace(self, kept: pl.DataFrame) -> None:
         """New versions of kept rows (same rows, e.g. with their original text read back)."""
-        self.kept = kept.select(list(REJECT_SCHEMA)).cast(REJECT_SCHEMA).sort(ROW, maintain_order=True)
+        self.kept = _compact(
+            kept.select(list(REJECT_SCHEMA)).cast(REJECT_SCHEMA).sort(ROW, maintain_order=True)
+        )
 
     def entries(self, rel: str) -> pl.DataFrame:
         """The quarantine entries: the kept rows and, past the cap, one summary."""

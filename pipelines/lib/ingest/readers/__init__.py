@@ -3,7 +3,7 @@
 A format declares how to recognise it (a magic number that beats the file name, the names it goes by, a
 sniff of the content when the name says nothing), how to read it in batches (``read``: RawBatch or
 FallBack, rows numbered as the format defines its row numbers) and, for formats whose records are lines,
-how to recover a row's original text (``lines_at``) and the reference verdict on a line (``verdicts``).
+how to recover a row's original text (``line_texts``) and the reference verdict on a line (``verdicts``).
 Adding a format is one module and one line in ``FORMATS``.
 """
 
@@ -29,8 +29,8 @@ class Format:
     sniff: Callable[[bytes], bool] = lambda _head: (
         False
     )  # content that suggests it when the name says nothing
-    lines_at: Callable | None = None  # (Source, sorted rows) -> {row: original text}
-    verdicts: Callable | None = None  # (Source, Contract, rows, allowed[, texts]) -> reference verdicts
+    line_texts: Callable | None = None  # (Source, sorted rows) -> groups of {row: original text}
+    verdicts: Callable | None = None  # a context: (Contract, {row: text}, allowed, rel) -> reference verdicts
 
 
 FORMATS: tuple[Format, ...] = (
@@ -40,8 +40,8 @@ FORMATS: tuple[Format, ...] = (
         jsonl.read,
         "the line",
         sniff=lambda head: head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"{", b"["),
-        lines_at=jsonl.lines_at,
-        verdicts=jsonl.verdicts,
+        line_texts=jsonl.line_texts,
+        verdicts=jsonl.Verdicts,
     ),
     Format("csv", (".csv",), csv.read, "the line on which the record starts (the header is line 1)"),
     Format("parquet", (".parquet",), parquet.read, "the row", magic=lambda head: head[:4] == b"PAR1"),

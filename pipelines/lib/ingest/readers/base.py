@@ -17,10 +17,12 @@ from pathlib import Path
 import polars as pl
 
 BATCH_ROWS = 200_000  # rows per batch: the unit of memory (a few tens of MB) and of a Parquet row group
+BATCH_BYTES = 64 << 20  # ... and at most this much data, whatever the rows' width
 MAX_LINE_BYTES = 1 << 20  # a record (JSONL line, CSV row, Parquet value) above 1 MiB is not telemetry
 MAX_EXPANDED_BYTES = 64 << 30  # a file that expands beyond 64 GiB (gzip, Parquet pages) is refused
 MAX_EXPANSION_RATIO = 200  # ... and so is one that expands more than 200x once past 16 MiB
 RATIO_FLOOR_BYTES = 16 << 20
+MAX_REJECTS_PER_FILE = 1000  # row rejects listed one by one per file; the rest are counted
 INTERNAL = "__fleet_"  # prefix of internal columns; an input column with it is refused
 ROW = "__fleet_row"
 

@@ -24,7 +24,9 @@ import pyarrow.csv as pacsv
 
 from pipelines.lib.contracts import Contract
 from pipelines.lib.ingest.readers.base import (
+    BATCH_ROWS,
     MAX_LINE_BYTES,
+    MAX_REJECTS_PER_FILE,
     ROW,
     FallBack,
     FileInfo,
@@ -86,30 +88,44 @@ class _Numbering:
         self._fields = np.concatenate((self._fields, fields))
         return True
 
-    def take(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Records up to the n-th well-formed one: (its n lines, lines and field counts of the malformed
-        records among them)."""
-        while True:
-            good = np.cumsum(self._fields == self._width)
-            if n == 0 or (len(good) and good[-1] >= n):
-                break
-            if not self._more():
+    def take(self, n: int, reported: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The next records: up to the n-th well-formed one (pyarrow's next n rows), then as many malformed
+        ones as pyarrow reported and were not taken yet. Returns (lines of the n rows, lines and field
+        counts of the malformed records among them)."""
+        out, bad_lines, bad_fields = [], [], []
+        while n or reported:
+            if not len(self._lines) and not self._more():
                 raise Irregular("pyarrow read more records than the numbering pass found")
-        k = int(np.searchsorted(good, n)) + 1 if n else 0
-        lines, fields = self._lines[:k], self._fields[:k]
-        self._lines, self._fields = self._lines[k:], self._fields[k:]
-        ok = fields == self._width
-        return lines[ok], lines[~ok], fields[~ok]
+            ok = self._fields == self._width
+            if n:
+                good = np.cumsum(ok)
+                k = len(ok) if good[-1] < n else int(np.searchsorted(good, n)) + 1
+            else:  # only malformed records may come before pyarrow's next row
+                k = min(int(np.argmax(ok)) if ok.any() else len(ok), reported)
+                if k == 0:
+                    raise Irregular("pyarrow skipped a record the numbering pass finds well formed")
+            lines, fields, ok = self._lines[:k], self._fields[:k], ok[:k]
+            self._lines, self._fields = self._lines[k:], self._fields[k:]
+            out.append(lines[ok])
+            bad_lines.append(lines[~ok])
+            bad_fields.append(fields[~ok])
+            n -= int(ok.sum())
+            reported -= int((~ok).sum())
+            if reported < 0:
+                raise Irregular("the numbering pass finds a record malformed that pyarrow read")
+        empty = np.empty(0, np.int64)
+        return (
+            np.concatenate(out) if out else empty,
+            np.concatenate(bad_lines) if bad_lines else empty,
+            np.concatenate(bad_fields) if bad_fields else empty,
+        )
 
-    def rest(self) -> tuple[np.ndarray, np.ndarray]:
-        """The records left at the end (each must be one pyarrow skipped)."""
+    def finish(self) -> None:
+        """No record may be left once pyarrow is done."""
         while not self._done:
             self._more()
-        if np.any(self._fields == self._width):
+        if len(self._lines):
             raise Irregular("the numbering pass found more records than pyarrow read")
-        lines, fields = self._lines, self._fields
-        self._lines, self._fields = self._lines[:0], self._fields[:0]
-        return lines, fields
 
 
 def _parts(stream: io.BufferedIOBase) -> Iterator[np.ndarray]:
@@ -257,17 +273,13 @@ def _tier(src: Source, c: Contract, info: FileInfo, numbering: str) -> Iterator[
         extras = [h for h in header if h not in names]
         info.extra_columns = extras
         internal = dict(zip(extras, extra_names(extras), strict=True))
-        invalid: collections.deque[str] = collections.deque()
-
-        def on_invalid(row) -> str:
-            invalid.append(row.text)
-            return "skip"
+        invalid = _Skipped(abort=numbering == "lines")
 
         try:
             reader = pacsv.open_csv(
                 stream,
                 read_options=pacsv.ReadOptions(block_size=8 << 20, column_names=header, skip_rows=1),
-                parse_options=pacsv.ParseOptions(newlines_in_values=True, invalid_row_handler=on_invalid),
+                parse_options=pacsv.ParseOptions(newlines_in_values=True, invalid_row_handler=invalid.add),
                 convert_options=pacsv.ConvertOptions(
                     column_types=dict.fromkeys(header, pa.string()),
                     null_values=[""],
@@ -276,7 +288,7 @@ def _tier(src: Source, c: Contract, info: FileInfo, numbering: str) -> Iterator[
                 ),
             )
         except pa.ArrowInvalid as exc:
-            raise _problem(src.rel, exc) from exc
+            raise _problem(src.rel, exc, invalid) from exc
         with src.open() as again:
             tier = numbering
             numbering = _Numbering(_NUMBERINGS[tier](again, len(header)), len(header))
@@ -286,48 +298,80 @@ def _tier(src: Source, c: Contract, info: FileInfo, numbering: str) -> Iterator[
                 except StopIteration:
                     break
                 except pa.ArrowInvalid as exc:
-                    raise _problem(src.rel, exc) from exc
-                if invalid and tier == "lines":
-                    raise Irregular("a malformed record")
-                lines, bad_lines, bad_fields = numbering.take(rb.num_rows)
+                    raise _problem(src.rel, exc, invalid) from exc
+                lines, bad_lines, bad_fields = numbering.take(rb.num_rows, invalid.pending)
                 frame = pl.from_arrow(rb).with_columns(pl.Series(ROW, lines)).rename(internal)
                 rejects = _malformed(bad_lines, bad_fields, invalid, len(header))
                 yield RawBatch(
                     frame=frame.drop(internal.values()), rejects=rejects, extras=extras_json(frame, extras)
                 )
-            if invalid and tier == "lines":
-                raise Irregular("a malformed record")
-            bad_lines, bad_fields = numbering.rest()
-            rejects = _malformed(bad_lines, bad_fields, invalid, len(header))
-            if rejects is not None:
+            while invalid.pending:  # malformed records after the last row, a batch at a time
+                _, bad_lines, bad_fields = numbering.take(0, min(invalid.pending, BATCH_ROWS))
+                rejects = _malformed(bad_lines, bad_fields, invalid, len(header))
                 yield RawBatch(frame=pl.DataFrame({ROW: pl.Series([], dtype=pl.Int64)}), rejects=rejects)
-            if invalid:
-                raise Irregular("pyarrow skipped more records than the numbering pass found malformed")
+            numbering.finish()
 
 
-def _malformed(
-    lines: np.ndarray, fields: np.ndarray, invalid: collections.deque, width: int
-) -> pl.DataFrame | None:
-    """Rejects for the records pyarrow skipped (their text in the order pyarrow met them)."""
+class _Skipped:
+    """The records pyarrow skipped as malformed, in file order: the text of the first
+    MAX_REJECTS_PER_FILE (no more can be listed one by one), the count of all."""
+
+    def __init__(self, *, abort: bool):
+        self.abort = abort  # the tier cannot number malformed records: stop pyarrow at the first
+        self.texts: collections.deque[str] = collections.deque()
+        self.seen = 0  # reported by pyarrow
+        self.taken = 0  # handed out as rejects
+
+    def add(self, row) -> str:
+        if self.seen < MAX_REJECTS_PER_FILE:
+            self.texts.append(row.text)
+        self.seen += 1
+        return "error" if self.abort else "skip"
+
+    def __bool__(self) -> bool:
+        return self.seen > self.taken
+
+    @property
+    def pending(self) -> int:
+        """Reported and not handed out yet."""
+        return self.seen - self.taken
+
+    def take(self, n: int) -> list[str | None]:
+        if self.seen - self.taken < n:
+            raise Irregular("a malformed record pyarrow did not report")
+        self.taken += n
+        return [self.texts.popleft() if self.texts else None for _ in range(n)]
+
+
+def _malformed(lines: np.ndarray, fields: np.ndarray, invalid: _Skipped, width: int) -> pl.DataFrame | None:
+    """Rejects for the records pyarrow skipped (their text, where kept, in the order pyarrow met them)."""
     if not len(lines):
         return None
-    if len(invalid) < len(lines):
-        raise Irregular("a malformed record pyarrow did not report")
     return pl.DataFrame(
         {
             ROW: pl.Series(lines, dtype=pl.Int64),
-            "reason_code": ["bad_csv_row"] * len(lines),
+            "reason_code": pl.repeat("bad_csv_row", len(lines), eager=True),
             "field": pl.Series([None] * len(lines), dtype=pl.String),
-            "message": [
-                f"the record has {f} field(s) where the header has {width}; check delimiters and quotes"
-                for f in fields.tolist()
-            ],
-            "raw_record": [invalid.popleft() for _ in range(len(lines))],
+            "__fields": fields,
+            "raw_record": pl.Series(invalid.take(len(lines)), dtype=pl.String),
         }
+    ).select(
+        ROW,
+        "reason_code",
+        "field",
+        pl.format(
+            "the record has {} field(s) where the header has {}; check delimiters and quotes",
+            "__fields",
+            pl.lit(width),
+        ).alias("message"),
+        "raw_record",
     )
 
 
-def _problem(rel: str, exc: Exception) -> FileProblem:
+def _problem(rel: str, exc: Exception, invalid: _Skipped) -> Exception:
+    """What a pyarrow error means: a malformed record the tier stopped at, or a whole-file problem."""
+    if invalid.seen and invalid.abort:
+        return Irregular("a malformed record")
     text = str(exc).splitlines()[0]
     if "UTF8" in text or "utf8" in text.lower():
         return FileProblem(

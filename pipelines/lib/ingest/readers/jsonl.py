@@ -32,6 +32,7 @@ import pyarrow.json as pajson
 
 from pipelines.lib.contracts import Contract, validate_rows
 from pipelines.lib.ingest.readers.base import (
+    BATCH_BYTES,
     BATCH_ROWS,
     MAX_LINE_BYTES,
     ROW,
@@ -77,42 +78,47 @@ def _connect() -> duckdb.DuckDBPyConnection:
 
 def parts(stream, rel: str) -> Iterator[tuple[int, int, memoryview, np.ndarray]]:
     """(number of the first line, byte offset, bytes, end offsets of the lines) per ~CHUNK_BYTES of whole
-    lines. A line's end is the offset of its newline (or of the end of the file). A line above
-    MAX_LINE_BYTES (counting a trailing CR, not the newline) raises ``file_oversized_line``.
+    lines, and at most BATCH_ROWS lines (a file of tiny lines stays in batches). A line's end is the
+    offset of its newline (or of the end of the file). A line above MAX_LINE_BYTES (counting a trailing
+    CR, not the newline) raises ``file_oversized_line``.
 
     The bytes are a view of one buffer reused for every part: valid until the next part is asked for."""
-    buf = bytearray(CHUNK_BYTES + MAX_LINE_BYTES + 2)
+    buf = bytearray(2 * CHUNK_BYTES + MAX_LINE_BYTES + 2)
     view = memoryview(buf)
-    held, first, offset = 0, 1, 0  # bytes of an unfinished line kept at the front of the buffer
+    held, first, offset, eof = 0, 1, 0, False  # bytes kept at the front of the buffer
+    newlines = np.empty(0, dtype=np.int64)  # offsets of the newlines among them
     while True:
-        got = fill(stream, view[held : held + CHUNK_BYTES])
-        end = held + got
-        if not got:
-            if not held:
-                return
-            cut = end
+        if not eof and held < CHUNK_BYTES:
+            got = fill(stream, view[held : held + CHUNK_BYTES])
+            eof = got < CHUNK_BYTES
+            more = np.flatnonzero(np.frombuffer(view[held : held + got], dtype=np.uint8) == _LF) + held
+            newlines = np.concatenate((newlines, more))
+            held += got
+        if not held:
+            return
+        if len(newlines) > BATCH_ROWS:
+            ends = newlines[:BATCH_ROWS]
+        elif eof:
+            ends = newlines if buf[held - 1] == _LF else np.append(newlines, held)
+        elif len(newlines):
+            ends = newlines
         else:
-            cut = buf.rfind(b"\n", 0, end) + 1
-            if cut == 0:
-                if end > MAX_LINE_BYTES:
-                    raise oversized(rel, first, end)
-                held = end
-                continue
-        part = view[:cut]
-        ends = np.flatnonzero(np.frombuffer(part, dtype=np.uint8) == _LF)
-        if buf[cut - 1] != _LF:
-            ends = np.append(ends, cut)
+            if held > MAX_LINE_BYTES:
+                raise oversized(rel, first, held)
+            continue
+        cut = int(ends[-1]) + 1 if ends[-1] < held else held
         lengths = np.diff(ends, prepend=-1) - 1
         if lengths.max() > MAX_LINE_BYTES:
             i = int(lengths.argmax())
             raise oversized(rel, first + i, int(lengths[i]))
-        yield first, offset, part, ends
+        yield first, offset, view[:cut], ends
         first += len(ends)
         offset += cut
-        if not got:
+        newlines = newlines[np.searchsorted(newlines, cut) :] - cut
+        buf[: held - cut] = buf[cut:held]
+        held -= cut
+        if eof and not held:
             return
-        buf[: end - cut] = buf[cut:end]
-        held = end - cut
 
 
 def _decoded(part: memoryview, first: int, offset: int, rel: str) -> list[str]:
@@ -312,16 +318,17 @@ def _matches(data: bytes, pattern: str) -> bool:
 
 
 def _rebatched(batches) -> Iterator[pl.DataFrame]:
-    """Record batches gathered into frames of at least BATCH_ROWS rows (readers hand out smaller ones:
-    each costs a validation, a Parquet row group and their fixed overheads)."""
-    pending, size = [], 0
+    """Record batches gathered into frames of about BATCH_ROWS rows or BATCH_BYTES (readers hand out
+    smaller ones: each costs a validation, a Parquet row group and their fixed overheads)."""
+    pending, rows, size = [], 0, 0
     for rb in itertools.chain(batches, [None]):
         if rb is not None:
             pending.append(rb)
-            size += rb.num_rows
-        if size and (rb is None or size >= BATCH_ROWS):
+            rows += rb.num_rows
+            size += rb.nbytes
+        if rows and (rb is None or rows >= BATCH_ROWS or size >= BATCH_BYTES):
             yield pl.from_arrow(pa.Table.from_batches(pending))
-            pending, size = [], 0
+            pending, rows, size = [], 0, 0
 
 
 # ---------------------------------------------------------------- the fast tiers
@@ -449,63 +456,69 @@ def read(src: Source, c: Contract, info: FileInfo) -> Iterator[RawBatch | FallBa
 # ---------------------------------------------------------------- original text of given rows
 
 
-def lines_at(src: Source, rows: np.ndarray) -> dict[int, str]:
-    """The text of the given lines (sorted, unique), as the precise path reads them."""
-    out: dict[int, str] = {}
+TEXT_GROUP = 64  # lines handed out (and judged) at once, at most
+TEXT_GROUP_BYTES = 4 << 20  # ... and about this much text (a line may be up to MAX_LINE_BYTES)
+
+
+def line_texts(src: Source, rows: np.ndarray) -> Iterator[dict[int, str]]:
+    """The text of the given lines (sorted, unique) as the precise path reads them, a group at a time
+    (TEXT_GROUP lines or TEXT_GROUP_BYTES; one pass over the file; memory bounded by a group)."""
     if not len(rows):
-        return out
-    path = src.engine_path()
-    with open(path, "rb") as stream:
+        return
+    group: dict[int, str] = {}
+    size = 0
+    with open(src.engine_path(), "rb") as stream:
         for first, offset, part, ends in parts(stream, src.rel):
             lo, hi = np.searchsorted(rows, [first, first + len(ends)])
             if lo == hi:
                 continue
             lines = _decoded(part, first, offset, src.rel)
             for r in rows[lo:hi].tolist():
-                out[r] = lines[r - first]
+                group[r] = lines[r - first]
+                size += len(group[r])
+                if len(group) == TEXT_GROUP or size >= TEXT_GROUP_BYTES:
+                    yield group
+                    group, size = {}, 0
             if hi == len(rows):
                 break
-    return out
+    if group:
+        yield group
 
 
-VERDICT_GROUP = 64  # lines judged at once (each up to MAX_LINE_BYTES)
+class Verdicts:
+    """The precise path's verdict on given lines, one DuckDB connection for a file's groups of lines."""
+
+    def __init__(self) -> None:
+        self._con = _connect()
+
+    def __enter__(self) -> Verdicts:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._con.close()
+
+    def __call__(self, c: Contract, texts: dict[int, str], allowed, rel: str) -> pl.DataFrame:
+        """Lines (row -> text): ``accepted``, else the reject the precise path gives them (reason_code,
+        field, message, raw_record)."""
+        table = pl.DataFrame(
+            {"row_number": pl.Series(list(texts), dtype=pl.Int64), "line": list(texts.values())}
+        )
+        batch, _ = parse_lines(self._con, table, c, rel)
+        return _verdict_frame(batch, c, allowed)
 
 
-def verdicts(
-    src: Source, c: Contract, rows: np.ndarray, allowed, texts: dict[int, str] | None = None
-) -> pl.DataFrame:
-    """The precise path's verdict on the given lines: ``accepted``, else the reject it gives them
-    (reason_code, field, message, raw_record)."""
-    texts = lines_at(src, rows) if texts is None else texts
-    out = []
-    con = _connect()
-    try:
-        for i in range(0, len(rows), VERDICT_GROUP):
-            group = rows[i : i + VERDICT_GROUP].tolist()
-            table = pl.DataFrame(
-                {"row_number": pl.Series(group, dtype=pl.Int64), "line": [texts[r] for r in group]}
-            )
-            batch, _ = parse_lines(con, table, c, src.rel)
-            v = validate_rows(batch.frame, c, carry=(ROW,), allowed=allowed, raw_column=RAW)
-            parts_ = [v.rejected.with_columns(pl.lit(False).alias("accepted"))]
-            if batch.rejects is not None:
-                parts_.append(batch.rejects.with_columns(pl.lit(False).alias("accepted")))
-            parts_.append(
-                v.accepted.select(ROW)
-                .with_columns(
-                    pl.lit(None, pl.String).alias(x)
-                    for x in ("reason_code", "field", "message", "raw_record")
-                )
-                .with_columns(pl.lit(True).alias("accepted"))
-            )
-            out.append(
-                pl.concat(
-                    [
-                        p.select(ROW, "accepted", "reason_code", "field", "message", "raw_record")
-                        for p in parts_
-                    ]
-                )
-            )
-    finally:
-        con.close()
-    return pl.concat(out).sort(ROW)
+def _verdict_frame(batch: RawBatch, c: Contract, allowed) -> pl.DataFrame:
+    v = validate_rows(batch.frame, c, carry=(ROW,), allowed=allowed, raw_column=RAW)
+    columns = [ROW, "accepted", "reason_code", "field", "message", "raw_record"]
+    rejected = [v.rejected]
+    if batch.rejects is not None:
+        rejected.append(batch.rejects)
+    return pl.concat(
+        [
+            *[r.with_columns(pl.lit(False).alias("accepted")).select(columns) for r in rejected],
+            v.accepted.select(ROW)
+            .with_columns(pl.lit(None, pl.String).alias(x) for x in columns[2:])
+            .with_columns(pl.lit(True).alias("accepted"))
+            .select(columns),
+        ]
+    ).sort(ROW)

@@ -119,6 +119,19 @@ def _slices(rb: pa.RecordBatch, rel: str, first_row: int) -> tuple[list[tuple[in
     return list(zip(bounds[:-1], bounds[1:], strict=True)), total
 
 
+def _check_text(table: pa.Table, rel: str) -> None:
+    """Text must be UTF-8 (the Parquet reader does not check it)."""
+    for name, col in zip(table.column_names, table.columns, strict=True):
+        if any(k(col.type) for k in _TEXT):
+            try:
+                col.validate(full=True)
+            except pa.ArrowInvalid as exc:
+                raise FileProblem(
+                    "file_bad_encoding",
+                    f"{rel}: column '{name}' holds text that is not UTF-8; re-export it as UTF-8",
+                ) from exc
+
+
 def read(src: Source, c: Contract, info: FileInfo) -> Iterator[RawBatch]:
     """Parquet batch by batch in its own types, within the expansion limits."""
     pf, stored = _open(src)
@@ -145,6 +158,7 @@ def read(src: Source, c: Contract, info: FileInfo) -> Iterator[RawBatch]:
             for lo, hi in ranges:
                 part = rb.slice(lo, hi - lo)
                 table = pa.Table.from_arrays([_plain(col) for col in part.columns], names=part.schema.names)
+                _check_text(table, src.rel)
                 frame = numbered(pl.from_arrow(table), row).rename(internal)
                 row += frame.height
                 shown = frame.select(
