@@ -8,20 +8,43 @@ import functools
 import multiprocessing
 import os
 import shutil
+import sys
+import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
+from dagster._utils.interrupts import check_captured_interrupt  # Dagster keeps a signal it captured here
 
 from pipelines.defs.partitions import partitions_start
 from pipelines.lib.paths import INSTANCE_TEMPLATE, DataHome
-from pipelines.runs import WORKER_TAG, fail_dead_runs, this_worker
+from pipelines.lib.preflight import Unavailable
+from pipelines.runs import (
+    WAREHOUSE_POOL,
+    WORKER_TAG,
+    fail_dead_runs,
+    pending_in_pool,
+    pool_holders,
+    this_worker,
+)
 
 JOB = "nightly"
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+POOL_WAIT_S = float(os.environ.get("FLEET_POOL_WAIT_S", "600"))  # longest wait for the warehouse pool
+
+
+class PoolBusy(Unavailable):
+    """The warehouse pool stayed held by a live run longer than POOL_WAIT_S (or the wait was stopped)."""
+
+
+class Stopped(Unavailable):
+    """A signal (SIGTERM, SIGINT) stopped the runs; the days already written stay."""
+
+    exit_code = 143
 
 
 @dataclass
@@ -94,6 +117,24 @@ def run_pipeline(
     progress: Callable[[str], None] = print,
     workers: int = 1,
 ) -> PipelineRun:
+    """Every daily asset of each day, then the merged and publish assets (``_run_all``); a signal that
+    interrupts a run raises ``Stopped`` (the days already written stay)."""
+    try:
+        return _run_all(home, days, instance=instance, progress=progress, workers=workers)
+    except (dg.DagsterExecutionInterruptedError, KeyboardInterrupt) as exc:
+        raise Stopped(
+            "stopped by a signal (SIGTERM/SIGINT); the days already written stay, run again to finish"
+        ) from exc
+
+
+def _run_all(
+    home: DataHome,
+    days: Sequence[str],
+    *,
+    instance: dg.DagsterInstance | None = None,
+    progress: Callable[[str], None] = print,
+    workers: int = 1,
+) -> PipelineRun:
     """Materialise every daily asset for each day, then every unpartitioned asset once (tagged with the
     last day's partition, as the nightly schedule's run would be). Runs left unfinished by a killed earlier
     process are marked failed first.
@@ -134,14 +175,89 @@ def run_pipeline(
     t = time.perf_counter()
     progress(f"  merging {len(days)} day(s) of partials, rebuilding the analyst catalog and the report ...")
     last = days[-1] if days else _last_partition(home, first)
-    res = job.execute_in_process(
-        asset_selection=merged, partition_key=last, instance=instance, tags=tags, run_config=QUIET
-    )
+    wait_for_pool(instance, WAREHOUSE_POOL, progress)
+    run_id = str(uuid.uuid4())
+    with _PoolWatch(instance, WAREHOUSE_POOL, run_id):
+        res = job.execute_in_process(
+            asset_selection=merged,
+            partition_key=last,
+            instance=instance,
+            tags=tags,
+            run_config=QUIET,
+            run_id=run_id,
+        )
     run_ids.append(res.run_id)
     progress(f"  merged analyses, analyst catalog, report ({time.perf_counter() - t:.1f} s)")
     return PipelineRun(
         days=list(days), seconds=time.perf_counter() - start, run_ids=run_ids, dead_runs_failed=dead
     )
+
+
+def wait_for_pool(
+    instance: dg.DagsterInstance, pool: str, progress: Callable[[str], None], timeout_s: float | None = None
+) -> None:
+    """Wait (sleeping) until ``pool`` has a free slot, freeing the slots of runs that are over or whose
+    process is gone as it waits; ``PoolBusy`` after ``timeout_s`` (POOL_WAIT_S) with the holder named."""
+    timeout_s = POOL_WAIT_S if timeout_s is None else timeout_s
+    deadline = time.monotonic() + timeout_s
+    told = False
+    while True:
+        fail_dead_runs(instance)
+        holders = pool_holders(instance, pool)
+        if not holders:
+            return
+        if not told:
+            progress(f"  waiting for the '{pool}' pool, held by run {', '.join(holders)} ...")
+            told = True
+        if time.monotonic() >= deadline:
+            raise PoolBusy(
+                f"the '{pool}' pool is still held by run {', '.join(holders)} after {timeout_s:.0f} s; "
+                "that run is alive (see it in the Dagster UI): wait for it or terminate it, then run again "
+                "(FLEET_POOL_WAIT_S sets the wait)"
+            )
+        time.sleep(1.0)
+
+
+class _PoolWatch:
+    """While a run executes in this process: keep freeing the pool slots of runs that are over, and end
+    the process with a clear message if the run waits for a slot past POOL_WAIT_S or is told to stop
+    (SIGTERM/SIGINT) while it waits (Dagster's wait for a slot neither sleeps nor heeds signals)."""
+
+    def __init__(self, instance: dg.DagsterInstance, pool: str, run_id: str):
+        self.instance, self.pool, self.run_id = instance, pool, run_id
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def __enter__(self) -> _PoolWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _watch(self) -> None:
+        waited = 0.0
+        while not self._stop.wait(1.0):
+            fail_dead_runs(self.instance)
+            if not pending_in_pool(self.instance, self.pool, self.run_id):
+                waited = 0.0
+                continue
+            waited += 1.0
+            if check_captured_interrupt():
+                self._give_up("stopped (SIGTERM/SIGINT) while waiting for", 143)
+            if waited > POOL_WAIT_S:
+                self._give_up(f"waited {POOL_WAIT_S:.0f} s for", 1)
+
+    def _give_up(self, what: str, code: int) -> None:
+        holders = pool_holders(self.instance, self.pool) or []
+        message = f"{what} the '{self.pool}' pool, held by run {', '.join(holders) or '(none)'}"
+        run = self.instance.get_run_by_id(self.run_id)
+        if run is not None:
+            self.instance.report_run_failed(run, message=message)
+        self.instance.event_log_storage.free_concurrency_slots_for_run(self.run_id)
+        print(f"fleet run: {message}; nothing was published, run it again", file=sys.stderr, flush=True)
+        os._exit(code)
 
 
 def _last_partition(home: DataHome, first: str) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from pipelines.lib.paths import DataHome
 from pipelines.lib.preflight import (
+    Unavailable,
     UsageError,
     check_catalog_readable,
     check_home,
@@ -57,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"fleet {args.command}: {exc}", file=sys.stderr)
         return 2
+    except Unavailable as exc:
+        print(f"fleet {args.command}: {exc}", file=sys.stderr)
+        return getattr(exc, "exit_code", 1)
     except OSError as exc:
         where = exc.filename or getattr(args, "home", None) or "the data home"
         print(f"fleet {args.command}: {exc.strerror or exc} ({where})", file=sys.stderr)

@@ -22,6 +22,11 @@ class UsageError(ValueError):
     """A user's mistake, not a failure of the machine; the message says what is wrong and how to fix it."""
 
 
+class Unavailable(RuntimeError):
+    """The command could not do its job for a reason outside the user's input (exit 1): the message says
+    what held it up and what to do."""
+
+
 def check_home(home: DataHome) -> None:
     """The data home must be a folder (or not exist yet) whose path holds no file-pattern characters."""
     bad = "".join(c for c in GLOB_CHARS if c in str(home.root))
