@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import subprocess
@@ -78,19 +79,59 @@ def cmd_ui(args: argparse.Namespace) -> int:
         f"Dagster UI on http://{args.host}:{args.port} (DAGSTER_HOME={dagster_home})",
         flush=True,
     )
-    # A shell without job control starts us with SIGINT ignored; dagster dev would then ignore SIGTERM too.
+    # dagster dev runs in a process group of its own (webserver, daemon, code server): stopping `fleet ui`
+    # stops the whole group. A shell without job control starts us with SIGINT ignored; dagster dev would
+    # then ignore SIGTERM too, so the child's handlers are reset.
     proc = subprocess.Popen(
         cmd,
         cwd=PROJECT_ROOT,
         # The code location finds the data home and the instance through these; ours stays untouched.
         env={**os.environ, "FLEET_HOME": str(home.root), "DAGSTER_HOME": dagster_home},
+        start_new_session=True,
         preexec_fn=lambda: (
             signal.signal(signal.SIGINT, signal.SIG_DFL),
             signal.signal(signal.SIGTERM, signal.SIG_DFL),
         ),
     )
+    received: list[int] = []
+
+    def stop(signum: int, _frame) -> None:
+        received.append(signum)
+        raise _Stop
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     try:
         return proc.wait()
-    except KeyboardInterrupt:
-        proc.send_signal(signal.SIGINT)
-        return proc.wait()
+    except _Stop:
+        print("stopping the Dagster UI ...", flush=True)
+        _stop_group(proc)
+        return 128 + received[0]
+
+
+class _Stop(Exception):
+    """SIGTERM or SIGINT reached `fleet ui`."""
+
+
+UI_STOP_GRACE_S = 30
+
+
+def _stop_group(proc: subprocess.Popen) -> None:
+    """SIGINT to dagster dev's process group (it shuts its servers down), SIGKILL to whatever is left of
+    the group after UI_STOP_GRACE_S."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second signal must not cut the shutdown short
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    group = proc.pid
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(group, signal.SIGINT)
+    deadline = time.monotonic() + UI_STOP_GRACE_S
+    while time.monotonic() < deadline:
+        proc.poll()
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(group, signal.SIGKILL)
+    proc.wait()

@@ -148,3 +148,60 @@ def test_ui_serves_graph_schedule_and_sensor_and_sensor_launches_one_run(dagster
     assert proc.wait(timeout=60) == 0 or proc.returncode in (0, -signal.SIGINT, 130)
     with pytest.raises(OSError):
         urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2)
+
+
+def _with_environ(marker: str) -> list[int]:
+    """Pids of processes whose environment holds ``marker`` (this test's unique DAGSTER_HOME)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    if marker.encode() in f.read():
+                        pids.append(int(entry))
+            except OSError:
+                continue
+    return pids
+
+
+def _answers(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])
+def test_fleet_ui_stops_its_whole_process_group_on_a_signal(landed, tmp_path, sig):
+    dh = tmp_path / "dagster_home_ui"
+    port = _free_port()
+    env = {**os.environ, "DAGSTER_HOME": str(dh), "DAGSTER_DISABLE_TELEMETRY": "1"}
+    proc = subprocess.Popen(
+        [str(BIN / "fleet"), "ui", "--home", str(landed.root), "--port", str(port)],
+        cwd=PROJECT_ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        # as a service manager or a script without job control would start it: SIGINT ignored
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN) if sig == signal.SIGTERM else None,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not _answers(port):
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.5)
+        assert len(_with_environ(str(dh))) >= 3  # fleet ui, dagster dev, webserver, daemon, code server
+        proc.send_signal(sig)
+        proc.wait(timeout=90)
+        assert proc.returncode == 128 + sig
+        deadline = time.monotonic() + 30
+        while _with_environ(str(dh)) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert _with_environ(str(dh)) == []
+        assert not _answers(port)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for pid in _with_environ(str(dh)):
+            os.kill(pid, signal.SIGKILL)
