@@ -17,6 +17,7 @@ from dashboards import charts
 from pipelines.lib import cache, fileio, lake
 from pipelines.lib.contracts import contract
 from pipelines.lib.paths import DataHome
+from pipelines.lib.volume import failing
 
 TEMPLATE = Path(__file__).resolve().parent / "report_template.html"
 RUN_EXPLORER_MAX = 600  # runs in the linked scatter: the latest ones, so the report stays flat
@@ -146,12 +147,28 @@ def explorer_line() -> pl.Expr:
     )
 
 
+def _volume_line(volume: pl.DataFrame, shown: int = 3) -> str:
+    """The header's data check: days and sources whose samples did not all arrive (table sample_volume)."""
+    bad = failing(volume).sort("day", "source")
+    judged = volume.filter(pl.col("status") != "not_judged")
+    if not bad.height:
+        return (
+            f"yes, for every run ({judged['day'].n_unique()} days checked)"
+            if judged.height
+            else "not checked"
+        )
+    listed = "; ".join(f"{d}: {m}" for d, m in bad.select("day", "message").head(shown).iter_rows())
+    more = f" (and {bad.height - shown} more)" if bad.height > shown else ""
+    return f"NO on {bad['day'].n_unique()} day(s): {listed}{more}"
+
+
 def gather(home: DataHome, first: str | None = None, last: str | None = None) -> ReportInputs:
     """Read the aggregated tables (day range optional) and evaluate the model views."""
     dist = _between(lake.read_table(home, "util_distribution"), first, last)
     hist = _between(lake.read_table(home, "server_count_hist"), first, last)
     runs = _between(lake.read_table(home, "runs"), first, last)
     ledger = _between(lake.read_table(home, "ingest_ledger"), first, last)
+    volume = _between(lake.read_table(home, "sample_volume"), first, last)
     stats = _between(lake.read_table(home, "run_role_stats"), first, last)
     recs = lake.read_table(home, "recommendations")
     tvp = lake.read_table(home, "trainer_vs_ps")
@@ -204,6 +221,7 @@ def gather(home: DataHome, first: str | None = None, last: str | None = None) ->
         if last_ingest
         else "never ingested",
         "platforms": ", ".join(sorted(set(runs["platform"].drop_nulls().to_list()))) or "-",
+        "samples arrived": _volume_line(volume),
     }
     return ReportInputs(dist, hist, recs, tvp, daily, explorer, sweeps, placements, cal, header)
 

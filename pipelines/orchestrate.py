@@ -53,6 +53,7 @@ class PipelineRun:
     seconds: float
     run_ids: list[str]
     dead_runs_failed: list[str]
+    failed_checks: dict[str, list[str]]  # day -> the checks of its run that did not pass
 
 
 def ensure_instance(home: DataHome) -> dg.DagsterInstance:
@@ -90,8 +91,11 @@ def _worker_graph(home_root: str, first_day: str) -> tuple[dg.JobDefinition, lis
     return job, daily
 
 
-def _run_day(home_root: str, first_day: str, day: str, tags: dict[str, str]) -> tuple[str, str, float]:
-    """One day's daily assets as one run of the nightly job (in this process or a worker process)."""
+def _run_day(
+    home_root: str, first_day: str, day: str, tags: dict[str, str]
+) -> tuple[str, str, float, list[str]]:
+    """One day's daily assets as one run of the nightly job (in this process or a worker process); the
+    day, the run, its seconds and the checks that did not pass."""
     start = time.perf_counter()
     home = DataHome(Path(home_root))
     instance = ensure_instance(home)
@@ -100,7 +104,12 @@ def _run_day(home_root: str, first_day: str, day: str, tags: dict[str, str]) -> 
     res = job.execute_in_process(
         asset_selection=daily, partition_key=day, instance=instance, tags=tags, run_config=QUIET
     )
-    return day, res.run_id, time.perf_counter() - start
+    failed = [
+        f"{e.asset_key.to_user_string()}/{e.check_name} ({e.severity.value.lower()}): {e.description}"
+        for e in res.get_asset_check_evaluations()
+        if not e.passed
+    ]
+    return day, res.run_id, time.perf_counter() - start, failed
 
 
 def _covered(days: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -159,9 +168,15 @@ def _run_all(
     tags = {"fleet/trigger": "cli", WORKER_TAG: this_worker()}
     run_ids: list[str] = []
 
-    def done(i: int, day: str, run_id: str, seconds: float) -> None:
+    failed_checks: dict[str, list[str]] = {}
+
+    def done(i: int, day: str, run_id: str, seconds: float, failed: list[str]) -> None:
         run_ids.append(run_id)
         progress(f"  [{i}/{len(days)}] {day}: raw -> core -> out partials ({seconds:.1f} s)")
+        for check in failed:
+            progress(f"      check did not pass: {check}")
+        if failed:
+            failed_checks[day] = failed
 
     if workers > 1 and len(days) > 1:
         ctx = multiprocessing.get_context("spawn")  # no fork of a process with DuckDB and polars threads
@@ -189,7 +204,11 @@ def _run_all(
     run_ids.append(res.run_id)
     progress(f"  merged analyses, analyst catalog, report ({time.perf_counter() - t:.1f} s)")
     return PipelineRun(
-        days=list(days), seconds=time.perf_counter() - start, run_ids=run_ids, dead_runs_failed=dead
+        days=list(days),
+        seconds=time.perf_counter() - start,
+        run_ids=run_ids,
+        dead_runs_failed=dead,
+        failed_checks=dict(sorted(failed_checks.items())),
     )
 
 

@@ -96,6 +96,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace, days: list[str] | None = None) -> int:
     from pipelines.lib import queries
+    from pipelines.lib.delivery import not_read_warning
     from pipelines.lib.landing import landing_days
     from pipelines.orchestrate import run_pipeline
 
@@ -129,6 +130,12 @@ def cmd_run(args: argparse.Namespace, days: list[str] | None = None) -> int:
         f"quarantined rows {summary['rows_quarantined']:,} · landing files {summary['landing_files']} · "
         f"wall time {result.seconds:.1f} s"
     )
+    for day, failed in result.failed_checks.items():
+        for check in failed:
+            print(f"CHECK {day} {check}")
+    warning = not_read_warning(home)
+    if warning:
+        print(f"WARNING: {warning}")
     return 0
 
 
@@ -188,14 +195,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         print(f"  quarantine entries {reason}: {n}")
     if s.blocked:
         print(f"  NOT promoted (a blocking check failed): {', '.join(s.blocked)}")
-    if s.misplaced:
-        shown = ", ".join(s.misplaced[:5]) + (
-            f" and {len(s.misplaced) - 5} more" if len(s.misplaced) > 5 else ""
-        )
-        print(
-            f"  WARNING: {len(s.misplaced)} landing file(s) outside <source>/<YYYY-MM-DD>/ belong to no day "
-            f"and were not ingested: {shown}; move each into the folder of its day"
-        )
+    for problem in s.volume_problems:
+        print(f"  CHECK samples {problem}")
+    if s.not_read:
+        print(f"  WARNING: {s.not_read}")
     print(
         f"catalog: {home.catalog_path}  "
         "(tables quarantine and ingest_ledger; `fleet query quarantine_by_reason` sums them up)"

@@ -21,17 +21,21 @@ nightly = dg.define_asset_job(
     cron_schedule="0 2 * * *",
     execution_timezone="UTC",
     default_status=dg.DefaultScheduleStatus.RUNNING,
-    description="02:00 UTC: the previous day's partition, unless the landing sensor already queued or "
-    "ingested it since its files last changed.",
+    description="02:00 UTC: the previous day's partition, unless it has no landing files or the landing "
+    "sensor already queued or ingested it since its files last changed. The tick says which day it targets.",
 )
 def nightly_schedule(context: dg.ScheduleEvaluationContext, fleet: FleetHome):
     day = (context.scheduled_execution_time.astimezone(dt.UTC).date() - dt.timedelta(days=1)).isoformat()
     if day not in context.repository_def.get_job(nightly.name).partitions_def.get_partition_keys():
         return dg.SkipReason(f"{day} is before the first daily partition (see FLEET_PARTITIONS_START)")
-    changed_at = max(
-        (sig[0] for rel, sig in landing_inventory(fleet.data_home()).items() if rel.split("/")[1] == day),
-        default=0,
-    )
+    signatures = [
+        sig for rel, sig in landing_inventory(fleet.data_home()).items() if rel.split("/")[1] == day
+    ]
+    if not signatures:
+        return dg.SkipReason(
+            f"no landing files for {day}: nothing to ingest, so no run (expected data did not arrive?)"
+        )
+    changed_at = max(sig[0] for sig in signatures)
     if day_handled_since(context.instance, nightly.name, day, changed_at):
         return dg.SkipReason(f"{day} is already queued or ingested since its landing files last changed")
     return dg.RunRequest(run_key=f"nightly:{day}", partition_key=day, tags={"fleet/trigger": "schedule"})

@@ -26,7 +26,8 @@ class IngestSummary:
     files_by_status: dict[str, int] = field(default_factory=dict)
     entries_by_reason: dict[str, int] = field(default_factory=dict)  # most entries first
     blocked: list[str] = field(default_factory=list)  # days not promoted: a blocking check failed
-    misplaced: list[str] = field(default_factory=list)  # landing files outside <source>/<YYYY-MM-DD>/
+    not_read: str | None = None  # the warning naming landing entries no day reads (misplaced, hidden)
+    volume_problems: list[str] = field(default_factory=list)  # "<day>: <source>: what did not arrive"
 
 
 def deliver_tree(src: Path, home: DataHome) -> list[str]:
@@ -46,7 +47,9 @@ def deliver_tree(src: Path, home: DataHome) -> list[str]:
         dst = home.landing / e.path.relative_to(src)
         dst.parent.mkdir(parents=True, exist_ok=True)
         reason = e.problem[0] if e.problem else None
-        if e.path.is_symlink() or reason == "file_outside_landing":
+        if reason == "file_hidden" and e.path.is_dir():
+            shutil.copytree(e.path, dst, symlinks=True, dirs_exist_ok=True)
+        elif e.path.is_symlink() or reason == "file_outside_landing":
             dst.unlink(missing_ok=True)
             dst.symlink_to(os.path.realpath(e.path))
         elif reason == "file_not_regular":
@@ -59,11 +62,11 @@ def deliver_tree(src: Path, home: DataHome) -> list[str]:
     return sorted({e.day for e in entries if e.day is not None})
 
 
-def misplaced_files(home: DataHome) -> list[str]:
-    """Landing entries outside <source>/<YYYY-MM-DD>/: no day can ingest them, so they are reported."""
-    from pipelines.lib.landing import misplaced
+def not_read_warning(home: DataHome) -> str | None:
+    """The landing entries no day reads (outside <source>/<YYYY-MM-DD>/, or hidden), in one line."""
+    from pipelines.lib import landing
 
-    return [e.relpath for e in misplaced(home)]
+    return landing.not_read_warning(landing.not_read(home))
 
 
 def ingest_days(
@@ -74,6 +77,7 @@ def ingest_days(
     import polars as pl
 
     from pipelines.lib.ingest import ingest_partition
+    from pipelines.lib.volume import failing
     from pipelines.lib.warehouse import publish_catalog
     from synthetic_fleet.catalog import load_hardware
 
@@ -92,6 +96,7 @@ def ingest_days(
         quarantines.append(outcome.result.quarantine)
         if not outcome.promoted:
             summary.blocked.append(day)
+        summary.volume_problems += [f"{day}: {m}" for m in failing(outcome.result.sample_volume)["message"]]
     publish_catalog(home)
     ledger, quarantine = pl.concat(ledgers), pl.concat(quarantines)
     summary.files = ledger.height
@@ -101,5 +106,5 @@ def ingest_days(
     summary.files_by_status = dict(ledger.group_by("file_status").len().sort("file_status").iter_rows())
     by_reason = quarantine.group_by("reason_code").agg(pl.len().alias("entries"))
     summary.entries_by_reason = dict(by_reason.sort("entries", descending=True).iter_rows())
-    summary.misplaced = misplaced_files(home)
+    summary.not_read = not_read_warning(home)
     return summary

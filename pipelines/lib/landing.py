@@ -4,8 +4,10 @@ Producers deliver ``landing/<source>/<YYYY-MM-DD>/<file>``. Every entry under ``
 readable landing file of a day, or a landing file with a problem that makes it unreadable (a link out of
 the landing folder, a FIFO or other non-regular file, a name that is not UTF-8), or a *misplaced* entry
 outside that layout (a ``latest/`` folder, ``20261023/``, ``2026-02-30/``, nested folders, files at the
-source or landing root). Hidden names (a leading ``.``) are writers' files in progress and are skipped.
-Ingest, the landing sensor, the monitoring inventory and ``fleet ingest`` all use this one walker.
+source or landing root), or a *hidden* entry (a leading ``.``: a writer's file in progress, or a folder
+such as ``.eu-west`` or ``...`` whose files no day reads). Misplaced and hidden entries belong to no day;
+they are reported, never silently skipped. Ingest, the landing sensor, the monitoring inventory, ``fleet
+ingest`` and ``fleet run`` all use this one walker.
 """
 
 from __future__ import annotations
@@ -124,8 +126,25 @@ def _classify(landing: Path, path: Path, parts: tuple[str, ...]) -> LandingFile:
     return LandingFile(source, day, path, rel, None, (st.st_mtime_ns, st.st_size))
 
 
+def _hidden(path: Path, parts: tuple[str, ...], folder: bool) -> LandingFile:
+    rel = printable("/".join(parts)) + ("/" if folder else "")
+    what = (
+        "a hidden folder (leading dot): nothing in it is read; rename it"
+        if folder
+        else "a hidden file (leading dot), not read: a writer's file still in progress? "
+        "rename it when complete"
+    )
+    try:
+        st = path.lstat()
+        sig = (st.st_mtime_ns, st.st_size)
+    except OSError:
+        sig = (0, 0)
+    source = printable(parts[0]) if len(parts) > 1 else ""
+    return LandingFile(source, None, path, rel, ("file_hidden", f"{rel}: {what}"), sig)
+
+
 def walk(landing: Path) -> Iterator[LandingFile]:
-    """Every non-hidden entry under ``landing`` that is not a layout folder, classified.
+    """Every entry under ``landing`` that is not a layout folder, classified (a hidden folder is one entry).
 
     Links are never followed into content: a linked day folder is listed (its entries are then links
     out of the landing folder, or inside it), a linked file is checked before anything reads it.
@@ -140,10 +159,11 @@ def walk(landing: Path) -> Iterator[LandingFile]:
         except OSError:
             continue
         for entry in entries:
-            if entry.name.startswith("."):
-                continue
             sub = (*parts, entry.name)
             path = Path(entry.path)
+            if entry.name.startswith("."):
+                yield _hidden(path, sub, entry.is_dir(follow_symlinks=False))
+                continue
             is_layout_dir = len(sub) < 3 and entry.is_dir(follow_symlinks=len(sub) == 2)
             if (is_layout_dir and (len(sub) == 1 or is_day(entry.name))) or entry.is_dir(
                 follow_symlinks=False
@@ -173,9 +193,23 @@ def landing_days(home: DataHome) -> list[str]:
     return sorted(days)
 
 
-def misplaced(home: DataHome) -> list[LandingFile]:
-    """Entries outside the landing/<source>/<YYYY-MM-DD>/ layout (they belong to no day)."""
+def not_read(home: DataHome) -> list[LandingFile]:
+    """Entries no day reads: outside the landing/<source>/<YYYY-MM-DD>/ layout, or hidden."""
     return [f for f in walk(home.landing) if f.day is None]
+
+
+def not_read_warning(entries: list[LandingFile], shown: int = 5) -> str | None:
+    """One line naming the entries no day reads and why (None when there are none)."""
+    if not entries:
+        return None
+    why = {"file_hidden": "hidden", "file_bad_location": "not in a <source>/<YYYY-MM-DD>/ folder"}
+    listed = ", ".join(f"{e.relpath} ({why.get(e.problem[0], e.problem[0])})" for e in entries[:shown])
+    more = f" and {len(entries) - shown} more" if len(entries) > shown else ""
+    n = f"{len(entries)} landing entr{'y is' if len(entries) == 1 else 'ies are'}"
+    return (
+        f"{n} read by no day: {listed}{more}; move each file into the folder of its day "
+        "(a hidden name is a file still being written)"
+    )
 
 
 def inventory(home: DataHome) -> dict[str, Signature]:

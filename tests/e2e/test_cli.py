@@ -45,3 +45,39 @@ def test_bad_cli_arguments_are_named(tmp_path):
 def test_dagster_definitions_validate_from_repo_root(tmp_path):
     p = run([str(BIN / "dagster"), "definitions", "validate"], env={"DAGSTER_HOME": ""})
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+
+
+def test_fleet_run_says_what_did_not_arrive_and_what_it_did_not_read(tmp_path, small_day):
+    """The operator sees it where they look: the CLI summary, the report header (and the Dagster UI,
+    tests/integration): runs without samples, and landing entries that belong to no day."""
+    from pipelines.lib.paths import DataHome
+    from synthetic_fleet.writers import write_day
+    from tests.conftest import DAY
+
+    home = DataHome.resolve(tmp_path / "home")
+    write_day(small_day, home.landing, source="synthetic", fmt="jsonl")
+    samples = home.landing / "synthetic" / DAY / "utilisation_samples.jsonl"
+    kept = set(small_day.runs["run_id"].head(6).to_list())
+    lines = [
+        line for line in samples.read_text().splitlines() if line.split('"run_id":"')[1].split('"')[0] in kept
+    ]
+    samples.write_text("\n".join(lines) + "\n")
+    (home.landing / "synthetic" / "latest").mkdir()
+    (home.landing / "synthetic" / "latest" / "runs.jsonl").write_text("{}\n")
+    (home.landing / ".eu-west" / DAY).mkdir(parents=True)
+    p = run(
+        [str(BIN / "fleet"), "run", "--home", str(home.root)], env={"FLEET_PARTITIONS_START": "2020-01-01"}
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    missing = small_day.runs.height - 6
+    assert (
+        f"check did not pass: utilisation_samples/volume_matches_runs (error): synthetic: {missing} of"
+        in p.stdout
+    )
+    assert f"CHECK {DAY} utilisation_samples/volume_matches_runs (error): synthetic: {missing} of" in p.stdout
+    assert (
+        "WARNING: 2 landing entries are read by no day: .eu-west/ (hidden), synthetic/latest/runs.jsonl"
+        in p.stdout
+    )
+    report = home.report_path.read_text()
+    assert "samples arrived" in report and f"NO on 1 day(s): {DAY}: synthetic: {missing} of" in report

@@ -62,6 +62,9 @@ def test_every_asset_materialises_and_every_check_passes(materialized):
         ("runs", "unique_key"),
         ("utilisation_samples", "unique_key"),
         ("runs", "row_count_vs_trailing_week"),
+        ("utilisation_samples", "row_count_vs_trailing_week"),
+        ("utilisation_samples", "volume_matches_runs"),
+        ("ingest_ledger", "every_landing_entry_read"),
     }
     assert all(c.passed for c in checks)
     materialized_keys = {m.asset_key.to_user_string() for m in r1.get_asset_materialization_events()} | {

@@ -64,8 +64,15 @@ def test_every_entry_outside_the_day_layout_is_reported(landed, hw):
     (root / "synthetic" / DAY / "nested" / "runs.jsonl").write_text("{}\n")
     (root / "synthetic" / "runs.jsonl").write_text("{}\n")
     (root / "runs.jsonl").write_text("{}\n")
-    misplaced = {f.relpath: f.problem[0] for f in landing.misplaced(landed)}
-    assert misplaced == {
+    for hidden in (".eu-west", "..."):  # source folders whose names start with a dot
+        (root / hidden / DAY).mkdir(parents=True)
+        (root / hidden / DAY / "runs.jsonl").write_text("{}\n")
+    (root / "synthetic" / DAY / ".runs.jsonl.tmp").write_text("{}\n")  # a writer's file in progress
+    not_read = {f.relpath: f.problem[0] for f in landing.not_read(landed)}
+    assert not_read == {
+        ".eu-west/": "file_hidden",
+        ".../": "file_hidden",
+        f"synthetic/{DAY}/.runs.jsonl.tmp": "file_hidden",
         "synthetic/latest/runs.jsonl": "file_bad_location",
         "synthetic/20261023/runs.jsonl": "file_bad_location",
         "synthetic/2026-02-30/runs.jsonl": "file_bad_location",
@@ -76,6 +83,9 @@ def test_every_entry_outside_the_day_layout_is_reported(landed, hw):
     assert landing.landing_days(landed) == [DAY]
     r = ingest_day(landed, DAY, hw.platforms)  # the day itself is unaffected
     assert r.quarantine.height == 0
+    warning = landing.not_read_warning(landing.not_read(landed))
+    assert warning.startswith("9 landing entries are read by no day: ")
+    assert ".eu-west/ (hidden)" in warning and "and 4 more" in warning
 
 
 def test_fifos_and_undecodable_names_are_quarantined_not_read(landed, hw, small_day):
@@ -172,7 +182,10 @@ def test_delivering_a_folder_never_reads_through_links_or_fifos(tmp_path, home, 
         f"evil/{DAY}/runs.jsonl": "file_outside_landing",
     }
     assert "stolen" not in "".join(q["message"].to_list() + [r or "" for r in q["raw_record"].to_list()])
-    assert summary.misplaced == ["acme/latest/runs.jsonl"]
+    assert summary.not_read == (
+        "1 landing entry is read by no day: acme/latest/runs.jsonl (not in a <source>/<YYYY-MM-DD>/ folder); "
+        "move each file into the folder of its day (a hidden name is a file still being written)"
+    )
 
 
 def test_the_same_delivery_in_two_days_ingested_at_once_is_accepted_once(landed, hw, small_day):

@@ -7,9 +7,11 @@ from pipelines.defs.metadata import OWNERS, description, preview, spec_metadata
 from pipelines.defs.partitions import DAILY
 from pipelines.defs.resources import FleetHome
 from pipelines.lib.ingest import LANDING_TABLES, ingest_partition
+from pipelines.lib.landing import not_read, not_read_warning
 from pipelines.lib.monitoring import partition_row_counts, row_count_anomaly
+from pipelines.lib.volume import failing
 
-RAW_TABLES = ("runs", "utilisation_samples", "quarantine", "ingest_ledger", "extra_fields")
+RAW_TABLES = ("runs", "utilisation_samples", "quarantine", "ingest_ledger", "extra_fields", "sample_volume")
 LANDING = dg.AssetKey("landing_files")
 
 
@@ -47,6 +49,26 @@ CHECKS = [
         "Warns when the day's run count is outside 0.5x..2x of the median of the previous 7 days.",
         blocking=False,
     ),
+    _check(
+        "volume_matches_runs",
+        "utilisation_samples",
+        "Fails (error, not blocking) when a source that delivers samples left runs without samples, or far "
+        "fewer than their windows, servers and sampling interval imply, or far fewer than its trailing week "
+        "(table sample_volume).",
+        blocking=False,
+    ),
+    _check(
+        "row_count_vs_trailing_week",
+        "utilisation_samples",
+        "Warns when the day's sample count is outside 0.5x..2x of the median of the previous 7 days.",
+        blocking=False,
+    ),
+    _check(
+        "every_landing_entry_read",
+        "ingest_ledger",
+        "Warns while entries under landing/ are read by no day (outside <source>/<YYYY-MM-DD>/, or hidden).",
+        blocking=False,
+    ),
 ]
 
 
@@ -74,6 +96,9 @@ def raw_ingest(context: dg.AssetExecutionContext, fleet: FleetHome):
         meta = {"dagster/row_count": counts[table], "path": dg.MetadataValue.path(str(path))}
         if table == "ingest_ledger":
             meta["ledger"] = preview(result.ingest_ledger.drop("sha256", "ingested_at"), rows=20)
+            meta["landing_entries_not_read"] = dg.MetadataValue.json(
+                [e.relpath for e in not_read(home)[:100]]
+            )
         if table == "quarantine":
             q = result.quarantine
             by_reason = q.group_by("reason_code").len().sort("len", descending=True)
@@ -87,18 +112,37 @@ def raw_ingest(context: dg.AssetExecutionContext, fleet: FleetHome):
         meta = {k: (dg.MetadataValue.json(v) if isinstance(v, list) else v) for k, v in c.metadata.items()}
         yield dg.AssetCheckResult(asset_key=c.table, check_name=c.name, passed=c.passed, metadata=meta)
 
-    history = partition_row_counts(home, "runs")
-    anomaly = row_count_anomaly({d: n for d, n in history.items() if d != day}, day, result.runs.height)
+    for table, count in (("runs", result.runs.height), ("utilisation_samples", result.samples_rows)):
+        history = partition_row_counts(home, table)
+        anomaly = row_count_anomaly({d: n for d, n in history.items() if d != day}, day, count)
+        yield dg.AssetCheckResult(
+            asset_key=table,
+            check_name="row_count_vs_trailing_week",
+            passed=anomaly.passed,
+            severity=dg.AssetCheckSeverity.WARN,
+            description=anomaly.message,
+            metadata={
+                "rows": anomaly.count,
+                "trailing_median": anomaly.baseline,
+                "ratio": anomaly.ratio,
+                "days_compared": anomaly.days_compared,
+            },
+        )
+    bad = failing(result.sample_volume)
     yield dg.AssetCheckResult(
-        asset_key="runs",
-        check_name="row_count_vs_trailing_week",
-        passed=anomaly.passed,
+        asset_key="utilisation_samples",
+        check_name="volume_matches_runs",
+        passed=bad.height == 0,
+        severity=dg.AssetCheckSeverity.ERROR,
+        description="; ".join(bad["message"]) or "every source's samples arrived for its runs",
+        metadata={"by_source": preview(result.sample_volume.drop("day"), rows=20)},
+    )
+    unread = not_read(home)
+    yield dg.AssetCheckResult(
+        asset_key="ingest_ledger",
+        check_name="every_landing_entry_read",
+        passed=not unread,
         severity=dg.AssetCheckSeverity.WARN,
-        description=anomaly.message,
-        metadata={
-            "rows": anomaly.count,
-            "trailing_median": anomaly.baseline,
-            "ratio": anomaly.ratio,
-            "days_compared": anomaly.days_compared,
-        },
+        description=not_read_warning(unread) or "every entry under landing/ belongs to a day",
+        metadata={"not_read": dg.MetadataValue.json({e.relpath: e.problem[1] for e in unread[:100]})},
     )

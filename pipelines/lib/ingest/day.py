@@ -57,6 +57,7 @@ from pipelines.lib.ingest.readers.base import (
 from pipelines.lib.ingest.staging import StagedParquet, new_staging
 from pipelines.lib.landing import LandingFile, day_files
 from pipelines.lib.paths import DataHome
+from pipelines.lib.volume import day_volume, run_samples, trailing_samples
 
 LANDING_TABLES = ("runs", "utilisation_samples")
 HASH_FIRST_BYTES = 8 << 20  # files up to this size are hashed before reading (a duplicate is never read)
@@ -122,6 +123,8 @@ class DayIngest:
     samples_duplicated: int
     extra_fields_path: Path | None
     extra_fields_rows: int
+    sample_volume: pl.DataFrame
+    landing_files: frozenset[str] = frozenset()  # the day's landing files as listed when reading began
     prior_files: frozenset[str] = frozenset()  # other days' accepted file hashes, as read at the start
     prior_runs: frozenset[str] = frozenset()  # other days' run ids, as read at the start
 
@@ -145,6 +148,7 @@ class DayIngest:
             "quarantine": self.quarantine.height,
             "ingest_ledger": self.ingest_ledger.height,
             "extra_fields": self.extra_fields_rows,
+            "sample_volume": self.sample_volume.height,
         }
 
     def frames(self) -> dict[str, pl.DataFrame]:
@@ -155,6 +159,7 @@ class DayIngest:
             "quarantine": self.quarantine,
             "ingest_ledger": self.ingest_ledger,
             "extra_fields": self.extra_fields,
+            "sample_volume": self.sample_volume,
         }
 
     def discard(self) -> None:
@@ -737,21 +742,27 @@ def ingest_day(
     state.stage_run_extras()
     duplicated = state.settle_samples()
     extras_path = state.extras.close()
-    runs = state.runs.with_columns(
-        pl.lit(state.day_date).alias("day"), pl.col(FILE).str.split("/").list.first().alias("source")
+    runs = contract("runs").conform(
+        state.runs.with_columns(
+            pl.lit(state.day_date).alias("day"), pl.col(FILE).str.split("/").list.first().alias("source")
+        ).sort("run_id")
     )
+    samples_path = state.samples.path if state.samples.groups else None
+    volume = day_volume(day, run_samples(runs, samples_path), trailing_samples(home, day))
     return DayIngest(
         day=day,
         staging=staging,
-        runs=contract("runs").conform(runs.sort("run_id")),
+        runs=runs,
         quarantine=state.quarantine(),
         ingest_ledger=state.ledger(),
-        samples_path=state.samples.path if state.samples.groups else None,
+        samples_path=samples_path,
         samples_rows=state.samples.rows,
         samples_violations=state.profile.violations(),
         samples_duplicated=duplicated,
         extra_fields_path=extras_path,
         extra_fields_rows=state.extras.rows,
+        sample_volume=volume,
+        landing_files=frozenset(lf.relpath for lf in files),
         prior_files=frozenset(state.prior.files),
         prior_runs=frozenset(state.prior.runs),
     )

@@ -19,6 +19,7 @@ from pipelines.lib.ingest.cross_row import SAMPLE_KEY
 from pipelines.lib.ingest.day import LANDING_TABLES, DayIngest, ingest_day, reconciliation
 from pipelines.lib.ingest.dedupe import read_prior
 from pipelines.lib.ingest.staging import STAGING
+from pipelines.lib.landing import day_files
 from pipelines.lib.paths import DataHome
 
 
@@ -42,18 +43,22 @@ class PartitionOutcome:
     written: dict[str, Path]
 
 
-def blocking_checks(result: DayIngest) -> list[CheckOutcome]:
-    """Reconciliation, contract conformance and key uniqueness of what is about to be written."""
+def blocking_checks(result: DayIngest, landing_now: set[str] | None = None) -> list[CheckOutcome]:
+    """Reconciliation (every file's counts, and every file of the day's landing folders in the ledger:
+    ``landing_now`` lists them as they are now), contract conformance and key uniqueness of what is about
+    to be written."""
     ledger = result.ingest_ledger
     bad = reconciliation(ledger)
+    unread = sorted((landing_now or set()) - set(ledger["source_file"].to_list()))
     checks = [
         CheckOutcome(
             "ingest_ledger",
             "reconciles",
-            bad.height == 0,
+            bad.height == 0 and not unread,
             {
                 "files": ledger.height,
                 "files_not_reconciling": bad.height,
+                "landing_files_not_in_ledger": unread,
                 "rows_in": int(ledger["rows_in"].sum()),
                 "rows_accepted": int(ledger["rows_accepted"].sum()),
                 "rows_quarantined": int(ledger["rows_quarantined"].sum()),
@@ -127,7 +132,7 @@ def ingest_partition(home: DataHome, day: str, platforms: Iterable[str]) -> Part
         # left by a killed writer of this day (we hold its lock, so nobody is still writing them)
         for stale in (home.lake / STAGING).glob(f"day={day}.*"):
             shutil.rmtree(stale, ignore_errors=True)
-        for table in (*LANDING_TABLES, "quarantine", "ingest_ledger", "extra_fields"):
+        for table in (*LANDING_TABLES, "quarantine", "ingest_ledger", "extra_fields", "sample_volume"):
             sweep_temporaries(home.partition_dir(table, day), lake.PART_FILE)
         result = ingest_day(home, day, platforms)
         with lake_lock(home):
@@ -140,11 +145,12 @@ def ingest_partition(home: DataHome, day: str, platforms: Iterable[str]) -> Part
 def _promote(home: DataHome, day: str, result: DayIngest) -> PartitionOutcome:
     """Write the day: ledger, quarantine and extra fields always; runs and samples if the checks pass."""
     try:
-        checks = blocking_checks(result)
+        checks = blocking_checks(result, {f.relpath for f in day_files(home, day)})
         promote = all(c.passed for c in checks)
         written = {
             "quarantine": lake.write_partition(home, "quarantine", day, result.quarantine),
             "extra_fields": lake.promote_partition(home, "extra_fields", day, result.extra_fields_path),
+            "sample_volume": lake.write_partition(home, "sample_volume", day, result.sample_volume),
         }
         if promote:
             written["runs"] = lake.write_partition(home, "runs", day, result.runs)
