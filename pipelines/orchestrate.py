@@ -33,7 +33,9 @@ from pipelines.runs import (
 )
 
 JOB = "nightly"
-QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+# The CLI prints its own lines (a failure as one line naming its cause, exit 1); Dagster's console logger
+# would print each step failure with its stack trace first. The run's events stay in the instance (the UI).
+QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 POOL_WAIT_S = float(os.environ.get("FLEET_POOL_WAIT_S", "600"))  # longest wait for the warehouse pool
 
 

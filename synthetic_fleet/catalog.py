@@ -157,20 +157,30 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
+def _check_name(kind: str, name: Any, path: Path) -> None:
+    """Catalog entries are named by text (YAML reads 123 as a number and ~ as nothing)."""
+    if not isinstance(name, str) or not name.strip():
+        fix = "give it a name" if name is None else f'quote it ("{name}")'
+        shown = "~ (nothing)" if name is None else repr(name)
+        raise CatalogError(f"{path}: a {kind} named {shown}: names are text; {fix}")
+
+
 def _check_field(name: str, field: str, v: Any, path: Path) -> None:
     """A CatalogError naming the field and its bound unless ``v`` is valid for it."""
     spec = hardware_fields()[field]
     where = f"{path}: platform {name!r} field {field}"
     unit = f" {spec['unit']}" if spec.get("unit") not in (None, "count") else ""
     if spec["type"] in ("number", "int"):
-        low = spec.get("min", 0)
-        ok = not isinstance(v, bool) and isinstance(v, (int, float)) and v >= low
+        low, high = spec.get("min", 0), spec.get("max", float("inf"))
+        ok = not isinstance(v, bool) and isinstance(v, (int, float)) and low <= v <= high
         if ok and spec["type"] == "int":
             ok = float(v).is_integer()
         if not ok:
             kind = "whole number" if spec["type"] == "int" else "number"
             sign = "non-negative " if low == 0 else ""
-            raise CatalogError(f"{where} must be a {sign}{kind} (>= {low}{unit}), got {v!r}")
+            bounds = f">= {low}" + (f" and <= {high:g}" if high != float("inf") else "")
+            hint = " (YAML reads 1e9 as text: write 1.0e9)" if isinstance(v, str) else ""
+            raise CatalogError(f"{where} must be a {sign}{kind} ({bounds}{unit}), got {v!r}{hint}")
     elif spec["type"] == "bool" and not isinstance(v, bool):
         raise CatalogError(f"{where} must be true or false, got {v!r}")
     elif spec["type"] == "string" and not isinstance(v, str):
@@ -183,6 +193,7 @@ def _check_field(name: str, field: str, v: Any, path: Path) -> None:
 
 def _platform(name: str, spec: Mapping[str, Any], path: Path) -> Platform:
     """One platform entry, validated against schemas/catalog/hardware.yaml; optional fields get defaults."""
+    _check_name("platform", name, path)
     if not isinstance(spec, Mapping):
         raise CatalogError(f"{path}: platform {name!r} must be a mapping of fields")
     unknown = sorted(set(spec) - set(hardware_fields()))
@@ -257,6 +268,7 @@ def _model(name: str, spec: Any, path: Path) -> ModelSpec:
     """One model entry, every field checked against its bounds (synthetic_fleet/fields.py)."""
     from synthetic_fleet import fields
 
+    _check_name("model", name, path)
     if not isinstance(spec, Mapping):
         raise CatalogError(f"{path}: model {name!r} must be a mapping of fields")
     # The runs contract's workload fields; the lookup exponent is optional (a default).

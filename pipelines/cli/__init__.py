@@ -43,7 +43,7 @@ def _check_query(args: argparse.Namespace, home: DataHome) -> None:
     known = queries.canned()
     if args.name in known:
         params = dict(p.split("=", 1) for p in args.param or [])
-        check_query_params(known[args.name].defaults, params)
+        check_query_params(known[args.name], params)
         check_catalog_readable(home.catalog_path)
 
 

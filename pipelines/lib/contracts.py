@@ -7,6 +7,7 @@ conformance check of a written partition; pipelines/defs/metadata.py derives the
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
@@ -65,8 +66,8 @@ class Column:
     nullable: bool
     description: str
     unit: str | None = None
-    min: float | None = None
-    max: float | None = None
+    min: float | dt.datetime | None = None  # a timestamp's bounds are datetimes (UTC)
+    max: float | dt.datetime | None = None
     enum: tuple[str, ...] | None = None
     pattern: str | None = None
     references: str | None = None
@@ -166,14 +167,22 @@ def _parse_column(spec: Mapping[str, Any], table: str) -> Column:
         )
     if not spec.get("description"):
         raise ContractError(f"{table}.{spec.get('name')}: every column needs a description")
+    bounds = {k: spec.get(k) for k in ("min", "max")}
+    if spec["type"] == "timestamp":  # bounds of a timestamp are ISO-8601 UTC texts
+        try:
+            bounds = {k: v if v is None else dt.datetime.fromisoformat(v) for k, v in bounds.items()}
+        except (TypeError, ValueError) as exc:
+            raise ContractError(
+                f"{table}.{spec['name']}: timestamp bounds must be ISO-8601 texts ({exc})"
+            ) from None
     return Column(
         name=spec["name"],
         type=spec["type"],
         nullable=bool(spec.get("nullable", False)),
         description=spec["description"],
         unit=spec.get("unit"),
-        min=spec.get("min"),
-        max=spec.get("max"),
+        min=bounds["min"],
+        max=bounds["max"],
         enum=tuple(spec["enum"]) if spec.get("enum") else None,
         pattern=spec.get("pattern"),
         references=spec.get("references"),
@@ -227,6 +236,8 @@ ERROR_COLUMNS = ("reason_code", "field", "message")
 
 
 def _fmt(v: Any) -> str:
+    if isinstance(v, dt.datetime):
+        return v.strftime("%Y-%m-%dT%H:%M:%SZ")
     return f"{v:g}" if isinstance(v, float) else str(v)
 
 

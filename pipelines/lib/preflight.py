@@ -91,9 +91,16 @@ def check_catalog_readable(catalog: Path) -> None:
         ) from None
 
 
-def check_query_params(defaults: dict[str, object], params: dict[str, str]) -> None:
-    """Values of known parameters have the type of their default: integer parameters are counts (n_bins)
-    and at least 1, date parameters are YYYY-MM-DD. Unknown names are left to the query runner to refuse."""
+def check_query_params(query, params: dict[str, str]) -> None:
+    """No parameter sets a constant of the stored data (a histogram's bin count); values of known
+    parameters have the type of their default: integer parameters are counts and at least 1, date
+    parameters are YYYY-MM-DD. Unknown names are left to the query runner to refuse."""
+    from pipelines.lib.queries import fixed_parameter
+
+    defaults = query.defaults
+    for key in params:
+        if key in query.constants:
+            raise UsageError(f"--param {fixed_parameter(query, key)}")
     for key, value in params.items():
         default = defaults.get(key)
         if isinstance(default, int) and not isinstance(default, bool):

@@ -44,9 +44,10 @@ def from_config(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise WhatIfError(f"{path}: expected a mapping of workload fields")
     allowed = set(fields.workload_keys()) | set(BATCH_KEYS)
-    unknown = sorted(set(data) - allowed)
+    unknown = sorted((k for k in data if k not in allowed), key=str)
     if unknown:
-        raise WhatIfError(f"{path}: unknown field(s) {unknown}; valid: {', '.join(sorted(allowed))}")
+        shown = ", ".join("~ (nothing)" if k is None else repr(k) for k in unknown)
+        raise WhatIfError(f"{path}: unknown field(s) [{shown}]; valid: {', '.join(sorted(allowed))}")
     missing = [f for f in fields.workload_keys() if f not in data and f not in OPTIONAL]
     if missing:
         raise WhatIfError(f"{path}: missing field(s) {missing}")

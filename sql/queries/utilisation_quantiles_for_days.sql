@@ -1,5 +1,6 @@
 -- Utilisation quantiles per role and resource over a day range ($first_day..$last_day), merged from the per-day histograms (exact to within one bin).
--- params: {"first_day": "2000-01-01", "last_day": "2100-01-01", "n_bins": 1000}
+-- params: {"first_day": "2000-01-01", "last_day": "2100-01-01"}
+-- constants: {"n_bins": "util_distribution.n_bins"}
 WITH h AS (
     SELECT role, resource, bin, sum(n) AS n
     FROM util_distribution

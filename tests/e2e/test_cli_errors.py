@@ -4,6 +4,7 @@ where that is the same code path; the real `fleet` executable where the process 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.cli import main
-from pipelines.lib.paths import DataHome
+from pipelines.lib.paths import INSTANCE_TEMPLATE, DataHome
 from synthetic_fleet.writers import write_day
 from tests.e2e.conftest import BIN, run
 
@@ -81,11 +82,15 @@ def test_query_while_a_writer_holds_the_catalog_names_the_holder(capsys, home):
         holder.wait()
 
 
-def test_query_n_bins_zero_is_refused(capsys, home):
+@pytest.mark.parametrize("value", ["0", "10", "1000"])
+def test_query_n_bins_is_not_a_choice(capsys, home, value):
+    """n_bins=10 once ran and returned utilisations of 5-7: the bin count is a property of the stored
+    histograms, so no value of it is taken."""
     err = user_error(
-        capsys, ["query", "utilisation_quantiles_for_days", "--param", "n_bins=0", "--home", str(home.root)]
+        capsys,
+        ["query", "utilisation_quantiles_for_days", "--param", f"n_bins={value}", "--home", str(home.root)],
     )
-    assert "n_bins='0': expected a whole number >= 1" in err
+    assert "n_bins is a property of the stored data (1000, schemas/util_distribution.yaml (n_bins))" in err
 
 
 def test_query_param_without_equals_is_refused(capsys, home):
@@ -111,6 +116,24 @@ def test_config_with_a_python_tag_is_refused_and_not_run(capsys, home, tmp_path)
     cfg.write_text(f'n_dense_features: !!python/object/apply:os.system ["touch {marker}"]\n')
     err = user_error(capsys, ["recommend", "--config", str(cfg), "--home", str(home.root)])
     assert "python/object/apply:os.system' is not allowed" in err and not marker.exists()
+
+
+@pytest.mark.parametrize(
+    ("embedding_gb", "extra", "says"),
+    [
+        ("1.0e300", "", "embedding_gb='1.0e300': must be a number >= 0 and <= 1000000"),
+        ("100", "n_tables: 1000000000000000000000000000000\n", "n_tables=1000000000000000000000000000000"),
+        ("100", "123: 5\n", "unknown field(s) [123]"),
+        ("100", "~: 5\n", "unknown field(s) [~ (nothing)]"),
+    ],
+)
+def test_config_with_a_huge_number_or_an_odd_key_is_refused(
+    capsys, home, tmp_path, embedding_gb, extra, says
+):
+    cfg = tmp_path / "w.yaml"
+    cfg.write_text(WORKLOAD.format(embedding_gb=embedding_gb) + extra)
+    err = user_error(capsys, ["recommend", "--config", str(cfg), "--home", str(home.root)])
+    assert says in err
 
 
 @pytest.mark.parametrize("value", [".inf", "inf", "-.inf", ".nan", "1e999"])
@@ -197,6 +220,20 @@ def test_whatif_empty_platform(capsys, home):
     assert "--platform '' names nothing" in err
 
 
+@pytest.mark.parametrize(
+    ("option", "spec", "says"),
+    [
+        ("--set", "embedding_gb=1e300", "embedding_gb='1e300': must be a number >= 0 and <= 1000000"),
+        ("--set", "n_trainers=1e30", "n_trainers='1e30': must be a whole number >= 1 and <= 100000"),
+        ("--sweep", "batch_size=1,1e300", "batch_size='1e300': must be a whole number >= 1 and <= 100000000"),
+        ("--sweep", "n_trainers=1,1e30", "n_trainers='1e30'"),
+    ],
+)
+def test_whatif_huge_numbers(capsys, home, option, spec, says):
+    err = user_error(capsys, whatif(home, option, spec))
+    assert says in err
+
+
 @pytest.mark.parametrize("spec", ["n_sparse_features=", "n_sparse_features=,", "n_sparse_features"])
 def test_whatif_empty_sweep(capsys, home, spec):
     err = user_error(capsys, whatif(home, "--sweep", spec))
@@ -213,6 +250,17 @@ def test_whatif_empty_sweep(capsys, home, spec):
         ("platforms:\n  foo: 3\n", "platform 'foo' is not a mapping of fields"),
         ("- a list\n", "expected 'platforms:' mapping names to fields"),
         ("platforms:\n  foo: {gpus: -1}\n", "field gpus must be a non-negative whole number"),
+        (
+            "platforms:\n  foo: {gpus: 1000000000000000000000000000000}\n",
+            "gpus must be a non-negative whole number (>= 0 and <= 1024)",
+        ),
+        (
+            "platforms:\n  foo: {gpus: 8, dram_gb: 1.0e300}\n",
+            "dram_gb must be a non-negative number (>= 0 and <= 1e+06 GB)",
+        ),
+        ("platforms:\n  foo: {gpus: 8, dram_gb: 1e300}\n", "(YAML reads 1e9 as text: write 1.0e9)"),
+        ("platforms:\n  123: {gpus: 8}\n", 'a platform named 123: names are text; quote it ("123")'),
+        ("platforms:\n  ~: {gpus: 8}\n", "a platform named ~ (nothing): names are text; give it a name"),
         ("platforms:\n  foo: !!python/name:os.system {}\n", "is not allowed"),
     ],
 )
@@ -236,3 +284,79 @@ def test_unwritable_lake_exits_1_with_the_cause(capsys, landed):
 def test_no_error_message_points_outside_the_repository():
     for path in Path(main.__code__.co_filename).parent.glob("*.py"):
         assert "../" + "shared" not in path.read_text(encoding="utf-8"), path  # split: a grep finds nothing
+
+
+# ---------------------------------------------------------------- the machine fails: disk full
+
+DISK_FULL = r"""
+set -e
+mount -t tmpfs -o size="$SIZE" tmpfs "$HOME_DIR"
+cp -r "$LANDING" "$HOME_DIR/landing"
+set +e
+"$FLEET" run --home "$HOME_DIR" > "$OUT/stdout" 2> "$OUT/stderr"
+echo $? > "$OUT/rc"
+du -sk "$HOME_DIR" | cut -f1 > "$OUT/used_kb"
+"$PYTHON" - "$HOME_DIR" > "$OUT/lake" <<'PY'
+import sys
+from pathlib import Path
+import pyarrow.parquet as pq
+lake = Path(sys.argv[1]) / "lake"
+files = sorted(p for p in lake.rglob("*.parquet") if ".staging" not in p.parts)
+for p in files:
+    pq.read_table(p)  # every published file is whole
+temporaries = [p for p in lake.rglob(".*.tmp")]
+print(len(files), len(temporaries))
+PY
+"""
+
+
+def _in_a_small_filesystem(tmp_path: Path, landing: Path, size_kb: int) -> dict:
+    """`fleet run` with the data home on a tmpfs of ``size_kb`` (in a mount namespace of its own)."""
+    out = tmp_path / f"out-{size_kb}"
+    home = tmp_path / f"home-{size_kb}"
+    out.mkdir()
+    home.mkdir()
+    dh = tmp_path / f"dh-{size_kb}"
+    dh.mkdir()
+    (dh / "dagster.yaml").write_text(INSTANCE_TEMPLATE.read_text())
+    env = {
+        **os.environ,
+        "SIZE": f"{size_kb}k",
+        "HOME_DIR": str(home),
+        "LANDING": str(landing),
+        "FLEET": str(BIN / "fleet"),
+        "PYTHON": sys.executable,
+        "OUT": str(out),
+        "DAGSTER_HOME": str(dh),
+        "FLEET_PARTITIONS_START": "2020-01-01",
+        "DAGSTER_DISABLE_TELEMETRY": "1",
+    }
+    unshare = ["unshare", "--mount"] if os.geteuid() == 0 else ["unshare", "--map-root-user", "--mount"]
+    p = subprocess.run(
+        [*unshare, "sh", "-c", DISK_FULL], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert p.returncode == 0, p.stderr
+    return {
+        "rc": int((out / "rc").read_text()),
+        "stderr": (out / "stderr").read_text(),
+        "used_kb": int((out / "used_kb").read_text()),
+        "lake": (out / "lake").read_text().split(),
+    }
+
+
+@pytest.mark.slow
+def test_a_full_disk_during_fleet_run_is_one_line_exit_1_and_the_lake_stays_whole(tmp_path):
+    landing = tmp_path / "landing"
+    synth = ["synth", "--days", "1", "--start", "2026-11-10", "--runs-per-day", "12", "--out", str(landing)]
+    assert subprocess.run([str(BIN / "fleet"), *synth], capture_output=True).returncode == 0
+    roomy = _in_a_small_filesystem(tmp_path, landing, 200_000)
+    assert roomy["rc"] == 0, roomy["stderr"]
+    landing_kb = sum(f.stat().st_size for f in landing.rglob("*") if f.is_file()) // 1024
+    # full while ingesting or analysing (half of what the run writes), and while writing the report
+    for size_kb in (landing_kb + (roomy["used_kb"] - landing_kb) // 2, roomy["used_kb"] - 1024):
+        full = _in_a_small_filesystem(tmp_path, landing, size_kb)
+        assert full["rc"] == 1, full
+        assert full["stderr"].strip().splitlines() == [
+            f"fleet run: No space left on device ({tmp_path / f'home-{size_kb}'})"
+        ], full["stderr"][-3000:]
+        assert full["lake"][1] == "0"  # no temporary left behind; every published Parquet file reads

@@ -43,7 +43,7 @@ def test_query_parameters_are_bound_and_checked(catalog):
     assert queries.run(catalog, "server_counts_ps_based", {"source": "synthetic"}).height == 2
     with pytest.raises(KeyError, match="takes"):
         queries.run(catalog, "quarantine_by_reason", {"day": "x"})
-    assert (
-        queries.canned()["utilisation_quantiles_for_days"].defaults["n_bins"]
-        == contract("util_distribution").parameters["n_bins"]
-    )
+    q = queries.canned()["utilisation_quantiles_for_days"]
+    assert q.constants["n_bins"] == contract("util_distribution").parameters["n_bins"]
+    with pytest.raises(KeyError, match="n_bins is a property of the stored data"):
+        queries.run(catalog, "utilisation_quantiles_for_days", {"n_bins": "10"})

@@ -1,5 +1,7 @@
 """Contracts load from schemas/, derive Arrow/Dagster schemas, and validate good and bad rows precisely."""
 
+import datetime as dt
+
 import polars as pl
 import pyarrow as pa
 import pytest
@@ -210,3 +212,36 @@ def test_conformance_catches_broken_partitions():
     assert any("n_runs: values below 1" in p for p in problems)
     assert key_duplicates(frame, c) == 2
     assert conformance_violations(frame.head(1), c) == [] and key_duplicates(frame.head(1), c) == 0
+
+
+def test_timestamps_are_bounded_by_the_contract():
+    """A run in year 0 or 10000 was accepted and later crashed `fleet recommend --run` (OverflowError)."""
+    c = contract("runs")
+    n = 5
+    frame = pl.DataFrame(
+        {
+            "__fleet_row": list(range(1, n + 1)),
+            "run_id": [f"r{i}" for i in range(n)],
+            "status": ["succeeded"] * n,
+            "start_ts": ["0000-01-01T00:00:00Z", "2026-01-01T00:00:00Z", "1999-12-31T23:59:59Z"]
+            + ["2026-01-01T00:00:00Z"] * 2,
+            "end_ts": ["2026-01-02T00:00:00Z", "10000-01-01T00:00:00Z", "2026-01-01T00:00:00Z"]
+            + ["2100-01-01T00:00:00Z", "2026-01-02T00:00:00Z"],
+            "n_trainers": ["1"] * n,
+            "n_sparse_ps": ["0"] * n,
+            "n_dense_ps": ["0"] * n,
+            "n_readers": ["0"] * n,
+            "platform": ["cpu"] * n,
+        }
+    )
+    v = validate_rows(frame, c, carry=("__fleet_row",))
+    assert v.rejected.select("__fleet_row", "reason_code", "field").rows() == [
+        (1, "out_of_bounds", "start_ts"),
+        (2, "wrong_type", "end_ts"),
+        (3, "out_of_bounds", "start_ts"),
+        (4, "out_of_bounds", "end_ts"),
+    ]
+    assert "below the minimum 2000-01-01T00:00:00Z" in v.rejected["message"][0]
+    assert v.accepted["run_id"].to_list() == ["r4"]
+    assert c.column("start_ts").max == dt.datetime(2099, 12, 31, 23, 59, 59, tzinfo=dt.UTC)
+    assert contract("utilisation_samples").column("ts").min == dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
