@@ -9,9 +9,9 @@ Cases (each: product seconds, anchor seconds, ratio = product / anchor, peak RSS
 - ``ingest-parquet|csv|jsonl``: `fleet ingest` of one landing day vs a bare DuckDB
   ``COPY (SELECT * FROM <file>) TO parquet`` (DuckDB's defaults: snappy, like the lake's samples) of the
   same samples file (target <= 2x; peak RSS < 1.5 GB).
-- ``analytics``: the product's run_role_stats + util_distribution over the day's lake partition vs one
-  hand-written DuckDB query computing the same statistics; polars and pandas doing the same are reported
-  beside it (no target: a comparison).
+- ``analytics``: the product's server_windows + run_role_stats + util_distribution over the day's lake
+  partition vs one hand-written DuckDB query computing the same statistics; polars and pandas doing the same
+  are reported beside it (no target: a comparison).
 - ``night``: `fleet run` of one day (ingest, core, out, merged, analyst catalog, report) vs a floor made of
   DuckDB alone running the copy plus the project's own sql/transforms statements (target <= 3x).
 - ``backfill``: 7 days run one after another vs the same days as concurrent Dagster runs on both cores
@@ -142,7 +142,8 @@ def side_analytics(args: dict) -> dict:
         runs = lake.read_partition(home, "runs", args["day"])
         path = lake.partition_path(home, "utilisation_samples", args["day"])
         start = time.perf_counter()
-        stats = analytics.run_role_stats(runs, path, args["day"])
+        windows = analytics.server_windows(path, args["day"])
+        stats = analytics.run_role_stats(runs, path, args["day"], windows)
         analytics.util_distribution(runs, path, stats, args["day"])
         return {"seconds": time.perf_counter() - start}
 
@@ -267,6 +268,7 @@ def side_night_floor(args: dict) -> dict:
     """DuckDB alone: copy the day's samples to Parquet, then the project's own transforms over them."""
     import duckdb
 
+    from pipelines.lib.contracts import contract
     from pipelines.lib.sqlfiles import sql_text
 
     tree = Path(args["trees"][0])
@@ -283,6 +285,11 @@ def side_night_floor(args: dict) -> dict:
         )
         con.read_parquet(str(copy)).create_view("samples")
         con.execute(f"CREATE TABLE runs AS SELECT * FROM {reader}($src)", {"src": str(runs)})
+        window_s = contract("server_windows").parameters["window_s"]
+        windows = con.sql(
+            sql_text("transforms/server_windows.sql"), params={"day": args["days"][0], "window_s": window_s}
+        ).pl()
+        con.register("server_windows", windows)
         stats = con.sql(sql_text("transforms/run_role_stats.sql"), params={"day": args["days"][0]}).pl()
         con.register("run_role_stats", stats)
         con.sql(

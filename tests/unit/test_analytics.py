@@ -58,7 +58,9 @@ def day_frames(small_day):
 
 def test_run_role_stats_match_a_direct_computation(day_frames):
     runs, samples = day_frames
-    got = analytics.run_role_stats(runs, samples, "2026-11-20")
+    got = analytics.run_role_stats(
+        runs, samples, "2026-11-20", analytics.server_windows(samples, "2026-11-20")
+    )
     want = (
         _long(runs, samples)
         .group_by("run_id", *SYSTEM, "role", "resource")
@@ -87,7 +89,9 @@ def test_run_role_stats_match_a_direct_computation(day_frames):
 
 def test_sample_histograms_match_a_direct_computation(day_frames):
     runs, samples = day_frames
-    stats = analytics.run_role_stats(runs, samples, "2026-11-20")
+    stats = analytics.run_role_stats(
+        runs, samples, "2026-11-20", analytics.server_windows(samples, "2026-11-20")
+    )
     got = analytics.util_distribution(runs, samples, stats, "2026-11-20").filter(
         pl.col("statistic") == "sample"
     )
