@@ -1,12 +1,14 @@
--- Per run x server x hour window ($window_s seconds, aligned to UTC clock hours) of one day: samples, first and
--- last sample, mean utilisation of each resource. Reads the registered relation `samples`: the day's one scan
--- per server (run_role_stats counts its servers from this, stragglers and hot shards are found from it).
+-- Per run x server x window ($window_s seconds, aligned to the Unix epoch, so hours are UTC clock hours) of one
+-- day: samples, first and last sample, mean utilisation of each resource. Reads the registered relation
+-- `samples`: the day's scan per server (run_role_stats counts its servers from this, stragglers and hot shards
+-- are found from it). The window is integer arithmetic on the timestamp (a calendar function per sample would
+-- cost more than the means).
 SELECT
     CAST($day AS DATE) AS day,
     run_id,
     server_id,
     role,
-    time_bucket(to_seconds($window_s), ts) AS window_start,
+    to_timestamp(epoch_us(ts) // (CAST($window_s AS BIGINT) * 1000000) * $window_s) AS window_start,
     count(*) AS n_samples,
     min(ts) AS first_ts,
     max(ts) AS last_ts,
@@ -17,4 +19,4 @@ SELECT
     avg(gpu_util) AS gpu_util,
     avg(gpu_mem_util) AS gpu_mem_util
 FROM samples
-GROUP BY run_id, server_id, role, window_start
+GROUP BY run_id, server_id, role, epoch_us(ts) // (CAST($window_s AS BIGINT) * 1000000)
