@@ -121,6 +121,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--format", choices=("jsonl", "csv", "parquet"), default="jsonl", help="file format (default jsonl)"
     )
     s.add_argument("--gzip", action="store_true", help="gzip jsonl/csv files")
+    s.add_argument(
+        "--truth",
+        action="store_true",
+        help="also write the sampler's truth of the waste it made (stragglers, hot shards, servers each run "
+        "needs) beside the landing root, in truth/; never ingested",
+    )
     s.add_argument("--json", action="store_true", help="print counts and file paths as JSON")
     s.add_argument("--home", help=home_help + "; its catalog/ extends the built-in hardware and models")
     s.set_defaults(func=data.cmd_synth)
