@@ -30,8 +30,9 @@ import numpy as np
 import polars as pl
 import polars.selectors as cs
 
-from pipelines.lib import analytics
+from pipelines.lib import analytics, lake
 from pipelines.lib.contracts import contract
+from pipelines.lib.paths import DataHome
 from pipelines.lib.sqlfiles import sql_text
 from synthetic_fleet import fields
 from synthetic_fleet.catalog import HardwareCatalog, ModelSpec
@@ -504,17 +505,25 @@ def fleet_view(efficiency: pl.DataFrame, outliers: pl.DataFrame, top: int = 10) 
             .alias("right_sizing"),
         )
     )
-    evidence = outliers.group_by("run_id").agg(
-        pl.format(
-            "{} {} {} {}x for {} min",
-            "kind",
-            "server_id",
-            "resource",
-            pl.col("ratio").round(2),
-            (pl.col("flagged_s") / 60).round(0).cast(pl.Int64),
+    offness = pl.when(pl.col("kind") == "hot_shard").then(pl.col("ratio")).otherwise(1 / pl.col("ratio"))
+    evidence = (
+        outliers.sort(offness, descending=True)
+        .group_by("run_id", "kind", maintain_order=True)
+        .agg(pl.len().alias("n"), pl.all().first())
+        .group_by("run_id", maintain_order=True)
+        .agg(
+            pl.format(
+                "{} x{}, worst {} {} {}x for {} min",
+                "kind",
+                "n",
+                "server_id",
+                "resource",
+                pl.col("ratio").round(2),
+                (pl.col("flagged_s") / 60).round(0).cast(pl.Int64),
+            )
+            .str.join("; ")
+            .alias("outliers")
         )
-        .str.join("; ")
-        .alias("outliers")
     )
     top_runs = (
         worst.filter(pl.col("servers_recoverable") > 0)
@@ -533,3 +542,59 @@ def fleet_view(efficiency: pl.DataFrame, outliers: pl.DataFrame, top: int = 10) 
         "top_runs": top_runs,
         "outliers": outliers.sort("kind", "ratio"),
     }
+
+
+# ---------------------------------------------------------------------------------- any day range
+
+
+def lake_days(home: DataHome, table: str, first: str | None = None, last: str | None = None) -> list[str]:
+    """The days of a partitioned table in the lake, within [first, last] where given."""
+    days = sorted(p.parent.name.removeprefix("day=") for p in lake.table_files(home, table))
+    return [d for d in days if (first is None or d >= first) and (last is None or d <= last)]
+
+
+def read_days(home: DataHome, table: str, days: Sequence[str]) -> pl.DataFrame:
+    """Those days of a partitioned table, concatenated (one day's aggregates at a time in the lake)."""
+    files = [lake.partition_path(home, table, d) for d in days]
+    return pl.read_parquet(files) if files else contract(table).empty_frame()
+
+
+def answer(
+    home: DataHome,
+    first: str | None = None,
+    last: str | None = None,
+    target_p95_util: float | None = None,
+    top: int = 10,
+) -> dict[str, Any] | None:
+    """``fleet_view`` of the lake's days in [first, last] (None when none has been right-sized). With
+    ``target_p95_util``, right-sizing is recomputed against it day by day from the stored aggregates
+    (runs, run_role_stats, server_windows), never from raw samples; outliers are as stored."""
+    days = lake_days(home, "run_efficiency", first, last)
+    if not days:
+        return None
+    outliers = read_days(home, "server_outliers", lake_days(home, "server_outliers", first, last))
+    if target_p95_util is None:
+        efficiency = read_days(home, "run_efficiency", days)
+    else:
+        from synthetic_fleet.catalog import load_hardware, load_models
+
+        hw = load_hardware(home.user_catalog_dir / "hardware.yaml")
+        models = load_models(home.user_catalog_dir / "models.yaml")
+        targets = Targets.defaults(target_p95_util=target_p95_util)
+        efficiency = pl.concat(
+            [
+                run_efficiency(
+                    lake.read_partition(home, "runs", d),
+                    lake.read_partition(home, "run_role_stats", d),
+                    analytics.partition_relation(home, "server_windows", d),
+                    d,
+                    hw,
+                    models,
+                    targets,
+                )
+                for d in days
+            ]
+        )
+    view = fleet_view(efficiency, outliers, top)
+    view["totals"]["target_p95_util"] = efficiency["target_p95_util"].unique().sort().to_list()
+    return view
