@@ -46,6 +46,22 @@ ROLE_COUNTS = {
 }
 SLACK = 1e-9  # float noise when a scaled p95 lands exactly on its limit
 RUN_FIELDS = ("source", "model_name", "platform", "placement")
+# What every sizing basis gives per run and role (a basis leaves out what it cannot say).
+SIZED = pl.DataFrame(
+    schema={
+        "run_id": pl.String,
+        "role": pl.String,
+        "n_servers": pl.Int32,
+        "basis": pl.String,
+        "right_sized_servers": pl.Int64,
+        "recommender_servers": pl.Int32,
+        "binding_resource": pl.String,
+        "binding_p95_util": pl.Float64,
+        "p95_after_util": pl.Float64,
+        "limited_by": pl.String,
+        "throughput_risk": pl.Float64,
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -133,13 +149,9 @@ def run_efficiency(
         ),
         pairs.filter(~seen).select("run_id", "role", "n_servers", pl.lit("no_telemetry").alias("basis")),
     ]
-    sized = (
-        pl.concat([p for p in parts if p.height], how="diagonal_relaxed")
-        if any(p.height for p in parts)
-        else None
-    )
-    if sized is None:
+    if not any(p.height for p in parts):
         return contract("run_efficiency").empty_frame()
+    sized = pl.concat([SIZED.clear(), *(p for p in parts if p.height)], how="diagonal_relaxed")
     with analytics.connection(server_windows=windows) as con:
         imbalance = con.sql(sql_text("transforms/role_imbalance.sql")).pl()
     out = (
@@ -331,51 +343,60 @@ def _binding(after: str, limit: str) -> list[pl.Expr]:
 def _recommender_counts(
     known: pl.DataFrame, hw: HardwareCatalog, models: dict[str, ModelSpec]
 ) -> pl.DataFrame:
-    """Per run and role, the recommender's binding-constraint count for the run's model family (its catalog
-    workload, else the family's most common shape in these runs) on the run's platform, placement and
-    trainers: what `fleet recommend` would hold for it."""
-    from pipelines.lib.recommend import Fleet, batch_on, binding_counts, fleet_workloads
+    """Per run and role, the recommender's binding-constraint count for the run's system: its model
+    family's catalog workload (what `fleet recommend --model` sizes) on the run's platform, placement and
+    trainers, or the run's own workload for a family the catalog does not hold. A run's count depends on
+    that run alone, so days merge."""
+    from pipelines.lib.recommend import batch_on, binding_counts, workload_of_model
 
-    setups = known.select("model_name", "platform", "placement", "n_trainers").unique()
-    workloads = fleet_workloads(Fleet(known), models)
+    keys = ["model_name", "platform", "placement", "n_trainers"]
+    tiers = list(ROLE_COUNTS.values())[1:]
+    from_scratch = [pl.lit(0, pl.Int32).alias(c) for c in tiers]
+    in_catalog = pl.col("model_name").is_in(list(models))
     rows = []
-    for s in setups.iter_rows(named=True):  # one system per family and setup seen that day: a handful
-        w = workloads[s["model_name"]]
-        gpus = hw.platforms[s["platform"]].gpus
+    for s in known.filter(in_catalog).select(keys).unique().iter_rows(named=True):  # a handful a day
+        w = workload_of_model(models[s["model_name"]])
+        batch = batch_on(w, s["platform"], hw.platforms[s["platform"]].gpus)
         rows.append(
-            {k: w[k] for k in fields.workload_keys() if w.get(k) is not None}
-            | s
-            | {
-                "batch_size": batch_on(w, s["platform"], gpus),
-                "n_sparse_ps": 0,
-                "n_dense_ps": 0,
-                "n_readers": 0,
-            }
+            {k: w[k] for k in fields.workload_keys() if w.get(k) is not None} | s | {"batch_size": batch}
         )
-    sized = binding_counts(pl.DataFrame(rows, infer_schema_length=None), hw).select(
-        "model_name", "platform", "placement", "n_trainers", *list(ROLE_COUNTS.values())[1:]
-    )
+    sized = []
+    if rows:
+        setups = binding_counts(pl.DataFrame(rows, infer_schema_length=None).with_columns(from_scratch), hw)
+        sized.append(
+            known.filter(in_catalog)
+            .select("run_id", *keys)
+            .join(setups.select(*keys, *tiers), on=keys)
+            .select("run_id", "platform", "placement", *tiers)
+        )
+    own = known.filter(~in_catalog)
+    if own.height:
+        sized.append(
+            binding_counts(own.with_columns(from_scratch), hw).select(
+                "run_id", "platform", "placement", *tiers
+            )
+        )
+    if not sized:
+        return pl.DataFrame(schema={"run_id": pl.String, "role": pl.String, "recommender_servers": pl.Int32})
     on_cpu = pl.col("platform").replace_strict(
         {k: v.gpus == 0 for k, v in hw.platforms.items()}, default=False
     )
-    per_role = sized.with_columns(
-        pl.when(pl.col("placement") == "remote_ps").then(pl.col("n_sparse_ps")).alias("sparse_ps"),
-        pl.when(on_cpu).then(pl.col("n_dense_ps")).alias("dense_ps"),
-        pl.col("n_readers").alias("reader"),
-    ).unpivot(
-        ["sparse_ps", "dense_ps", "reader"],
-        index=["model_name", "platform", "placement", "n_trainers"],
-        variable_name="role",
-        value_name="recommender_servers",
-    )
     return (
-        known.select("run_id", "model_name", "platform", "placement", pl.col("n_trainers").cast(pl.Int32))
-        .join(
-            per_role.with_columns(pl.col("n_trainers").cast(pl.Int32)),
-            on=["model_name", "platform", "placement", "n_trainers"],
+        pl.concat(sized, how="vertical_relaxed")
+        .select(
+            "run_id",
+            pl.when(pl.col("placement") == "remote_ps").then(pl.col("n_sparse_ps")).alias("sparse_ps"),
+            pl.when(on_cpu).then(pl.col("n_dense_ps")).alias("dense_ps"),
+            pl.col("n_readers").alias("reader"),
         )
-        .select("run_id", "role", pl.col("recommender_servers").cast(pl.Int32))
+        .unpivot(
+            ["sparse_ps", "dense_ps", "reader"],
+            index="run_id",
+            variable_name="role",
+            value_name="recommender_servers",
+        )
         .drop_nulls()
+        .with_columns(pl.col("recommender_servers").cast(pl.Int32))
     )
 
 
