@@ -619,3 +619,10 @@ def answer(
     view = fleet_view(efficiency, outliers, top)
     view["totals"]["target_p95_util"] = efficiency["target_p95_util"].unique().sort().to_list()
     return view
+
+
+def ps_oversized_share(efficiency: pl.DataFrame) -> pl.DataFrame:
+    """Per source: sparse parameter servers held, judged (runs with telemetry), called oversized (beyond
+    the right-sized count) and their share of the judged; the canned query's SQL over these rows."""
+    with analytics.connection(run_efficiency=efficiency) as con:
+        return con.sql(sql_text("queries/ps_oversized_share.sql")).pl()
