@@ -2,10 +2,10 @@
 -- params: {}
 SELECT source,
        count(*) AS runs,
-       sum(n_servers) AS ps_held,
-       coalesce(sum(n_servers) FILTER (WHERE basis <> 'no_telemetry'), 0) AS ps_judged,
-       coalesce(sum(n_servers) FILTER (WHERE basis = 'no_telemetry'), 0) AS ps_not_judged,
-       coalesce(sum(servers_recoverable), 0) AS ps_oversized,
+       CAST(sum(n_servers) AS BIGINT) AS ps_held,
+       CAST(coalesce(sum(n_servers) FILTER (WHERE basis <> 'no_telemetry'), 0) AS BIGINT) AS ps_judged,
+       CAST(coalesce(sum(n_servers) FILTER (WHERE basis = 'no_telemetry'), 0) AS BIGINT) AS ps_not_judged,
+       CAST(coalesce(sum(servers_recoverable), 0) AS BIGINT) AS ps_oversized,
        sum(servers_recoverable) / nullif(sum(n_servers) FILTER (WHERE basis <> 'no_telemetry'), 0) AS share_oversized,
        count(*) FILTER (WHERE servers_recoverable > 0) AS runs_with_oversized_ps
 FROM run_efficiency

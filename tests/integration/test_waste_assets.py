@@ -2,6 +2,7 @@
 servers and kW recoverable, fleet totals merged from the days, and targets overridden by run config."""
 
 import dagster as dg
+import polars as pl
 import pytest
 
 from pipelines.defs.resources import FleetHome
@@ -56,3 +57,37 @@ def test_waste_assets_report_per_day_and_merged_totals(materialized, definitions
     assert (both["right_sized_servers_strict"] >= both["right_sized_servers"]).all()
     assert strict["servers_recoverable"].sum() < eff["servers_recoverable"].sum()
     assert set(strict["basis"]) == {"workload_model"}
+
+
+def test_pai_parameter_servers_are_held_but_not_judged_without_utilisation(home, hw, models):
+    """The PAI slice has roles and counts but no utilisation (its sensor table is not public in git): the
+    analysis calls none of its parameter servers oversized, and says they were not judged."""
+    from pipelines.lib import adapters, analytics, waste
+    from pipelines.lib.ingest import ingest_partition
+    from synthetic_fleet.catalog import load_hardware
+    from tests.integration.test_public_trace_fixtures import PAI_SLICE
+
+    days = adapters.deliver(adapters.adapt_pai(PAI_SLICE), home)
+    platforms = load_hardware(home.user_catalog_dir / "hardware.yaml")
+    for day in days:
+        ingest_partition(home, day, platforms.platforms)
+    parts = []
+    for day in days:
+        stats = lake.read_partition(home, "run_role_stats", day)  # no samples: never written, empty
+        windows = analytics.partition_relation(home, "server_windows", day)
+        runs = lake.read_partition(home, "runs", day)
+        parts.append(
+            waste.run_efficiency(runs, stats, windows, day, platforms, models, waste.Targets.defaults())
+        )
+    eff = pl.concat(parts)
+    assert set(eff["basis"]) == {"no_telemetry"} and eff["servers_recoverable"].is_null().all()
+    share = waste.ps_oversized_share(eff).row(0, named=True)
+    held = lake.read_table(home, "runs").filter(pl.col("n_sparse_ps") > 0)
+    assert held.height >= 40  # the slice's 45 PS-based jobs, less any ingest quarantined
+    assert (share["source"], share["runs"], share["ps_held"]) == (
+        "pai",
+        held.height,
+        held["n_sparse_ps"].sum(),
+    )
+    assert share["ps_judged"] == 0 and share["ps_not_judged"] == share["ps_held"]
+    assert share["share_oversized"] is None
