@@ -14,6 +14,10 @@ Cases (each: product seconds, anchor seconds, ratio = product / anchor, peak RSS
   are reported beside it (no target: a comparison).
 - ``night``: `fleet run` of one day (ingest, core, out, merged, analyst catalog, report) vs a floor made of
   DuckDB alone running the copy plus the project's own sql/transforms statements (target <= 3x).
+- ``waste``: the night of one day (the nightly job's runs as `fleet run` makes them) with every asset vs
+  the same night without the waste analyses (run_efficiency, server_outliers, waste_summary) (target
+  <= 1.1). server_windows is on both sides: it is the day's per-server pass run_role_stats counts servers
+  from; its cost over the per-server count it replaced shows in ``analytics``.
 - ``backfill``: 7 days run one after another vs the same days as concurrent Dagster runs on both cores
   (ratio = parallel / serial; target <= 1/1.6).
 - ``fixed``: the nightly fixed cost (start-up, merged analyses with recommendations, catalog, report) of a
@@ -51,6 +55,7 @@ TARGETS = {
     "ingest-jsonl": 2.0,
     "night": 3.0,
     "backfill": 1 / 1.6,
+    "waste": 1.1,
 }
 RSS_LIMIT_MB = 1536
 
@@ -258,6 +263,41 @@ def side_night(args: dict) -> dict:
         return out
 
 
+WASTE_ASSETS = ("run_efficiency", "server_outliers", "waste_summary")
+
+
+def side_night_assets(args: dict) -> dict:
+    """The nightly job as `fleet run` executes it (each day's partitioned assets as one run, then the merged
+    and publish assets) in a fresh data home, leaving out the assets named in ``without``."""
+    import dagster as dg
+
+    from pipelines.definitions import build_defs
+    from pipelines.lib.paths import DataHome
+    from pipelines.orchestrate import JOB, QUIET, ensure_instance
+
+    with tempfile.TemporaryDirectory(dir=args["tmp"]) as tmp:
+        home = DataHome.resolve(fresh_home(Path(tmp), [Path(t) for t in args["trees"]]))
+        os.environ["DAGSTER_HOME"] = str(home.dagster_home)
+        os.environ["FLEET_HOME"] = str(home.root)
+        start = time.perf_counter()
+        instance = ensure_instance(home)
+        defs = build_defs(home, start=min(args["days"]))
+        graph = defs.resolve_asset_graph()
+        left_out = {dg.AssetKey(k) for k in args["without"]}
+        keys = [k for k in graph.get_all_asset_keys() if graph.get(k).is_materializable and k not in left_out]
+        job = defs.resolve_job_def(JOB)
+        daily = [k for k in keys if graph.get(k).partitions_def is not None]
+        for day in args["days"]:
+            job.execute_in_process(
+                asset_selection=daily, partition_key=day, instance=instance, run_config=QUIET
+            )
+        merged = [k for k in keys if graph.get(k).partitions_def is None]
+        job.execute_in_process(
+            asset_selection=merged, partition_key=args["days"][-1], instance=instance, run_config=QUIET
+        )
+        return {"seconds": time.perf_counter() - start}
+
+
 def _cpu_seconds() -> float:
     """CPU time of this process and of its finished children (a backfill's worker processes)."""
     t = os.times()
@@ -319,6 +359,7 @@ SIDES = {
         side_analytics_pandas,
         side_night,
         side_night_floor,
+        side_night_assets,
         side_synth,
     )
 }
@@ -414,6 +455,39 @@ def analytics_case(data: Path, tmp: Path, n: int, r: int) -> dict:
     return row
 
 
+def night_cases(data: Path, tmp: Path, n: int, r: int) -> list[dict]:
+    """`fleet run` of one day vs the DuckDB floor, at 1M samples (fixed costs) and at ``n``."""
+    rows = []
+    for size in sorted({min(n, 1_000_000), n}):
+        tree = landing_day(data, "jsonl", size)
+        args = {"trees": [str(tree)], "days": [DAY], "fmt": "jsonl", "tmp": str(tmp)}
+        row = paired(
+            f"night-{size // 1_000_000}M" if size >= 1_000_000 else f"night-{size}",
+            r,
+            ("side_night", args),
+            ("side_night_floor", args),
+            note="JSONL landing, fleet run",
+        )
+        if size >= 10_000_000:  # the target is set for a 10M-sample night; smaller ones are fixed costs
+            row["target"] = TARGETS["night"]
+            row["ok"] = row["ratio"] <= TARGETS["night"]
+        rows.append(row)
+    return rows
+
+
+def waste_case(data: Path, tmp: Path, n: int, r: int) -> dict:
+    """The night of one day with every asset vs the same night without the waste analyses."""
+    tree = landing_day(data, "jsonl", n)
+    args = {"trees": [str(tree)], "days": [DAY], "tmp": str(tmp)}
+    return paired(
+        "waste",
+        r,
+        ("side_night_assets", {**args, "without": []}),
+        ("side_night_assets", {**args, "without": list(WASTE_ASSETS)}),
+        note=f"{n:,} samples: night with vs without {', '.join(WASTE_ASSETS)}",
+    )
+
+
 def memory_cases(data: Path, tmp: Path, n: int) -> list[dict]:
     """Peak RSS of ingesting a day of 3x the samples, in every format."""
     rows = []
@@ -445,8 +519,8 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3, help="interleaved repeats per case (medians)")
     ap.add_argument(
         "--cases",
-        default="synth,ingest,analytics,night,backfill,fixed,memory",
-        help="comma-separated: synth, ingest, analytics, night, backfill, fixed, memory",
+        default="synth,ingest,analytics,night,waste,backfill,fixed,memory",
+        help="comma-separated: synth, ingest, analytics, night, waste, backfill, fixed, memory",
     )
     ap.add_argument("--home", default=None, help="data home (default: $FLEET_HOME or ./data)")
     ap.add_argument("--child", nargs=2, metavar=("SIDE", "ARGS"), help=argparse.SUPPRESS)
@@ -501,21 +575,10 @@ def main() -> int:
     if "analytics" in cases:
         add(analytics_case(data, tmp, n, r))
     if "night" in cases:
-        for size in sorted({min(n, 1_000_000), n}):
-            tree = landing_day(data, "jsonl", size)
-            args = {"trees": [str(tree)], "days": [DAY], "fmt": "jsonl", "tmp": str(tmp)}
-            add(
-                paired(
-                    f"night-{size // 1_000_000}M" if size >= 1_000_000 else f"night-{size}",
-                    r,
-                    ("side_night", args),
-                    ("side_night_floor", args),
-                    note="JSONL landing, fleet run",
-                )
-            )
-            if size >= 10_000_000:  # the target is set for a 10M-sample night; smaller ones are fixed costs
-                rows[-1]["target"] = TARGETS["night"]
-                rows[-1]["ok"] = rows[-1]["ratio"] <= TARGETS["night"]
+        for row in night_cases(data, tmp, n, r):
+            add(row)
+    if "waste" in cases:
+        add(waste_case(data, tmp, n, r))
     if "backfill" in cases:
         days = [(dt.date.fromisoformat(DAY) + dt.timedelta(days=i)).isoformat() for i in range(7)]
         trees = [str(landing_day(data, "parquet", max(n // 7, 1000), day=d)) for d in days]

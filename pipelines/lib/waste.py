@@ -225,6 +225,9 @@ def _now(known: pl.DataFrame, hw: HardwareCatalog) -> pl.DataFrame:
     )
 
 
+AT = ("binding_resource", "binding_p95_util", "p95_after_util", "thr")  # what a count is reported with
+
+
 def _size_with_model(
     known: pl.DataFrame,
     pairs: pl.DataFrame,
@@ -235,33 +238,43 @@ def _size_with_model(
 ) -> pl.DataFrame:
     """Bisection over counts for every pair at once (one model evaluation per step): the feasible counts
     are those at and above the smallest one, as the model's throughput rises and its load per server falls
-    with more servers."""
+    with more servers. The first step tries one server fewer, which settles the pairs where every server
+    counts (trainers, mostly). What each pair is reported with comes from the steps themselves: the last
+    feasible count evaluated (the right-sized one) and the last infeasible one (one fewer: why not)."""
     if pairs.is_empty():
         return pairs
     p = pairs.join(now, on="run_id").sort("run_id", "role").with_row_index("_pair")
     held = p["n_servers"].to_numpy().astype(np.int64)
     lo, hi = np.zeros_like(held), held.copy()
-    while (active := np.flatnonzero(hi - lo > 1)).size:
-        mid = (lo[active] + hi[active]) // 2
-        ok = _check(known, p[active], mid, hw, target)["ok"].to_numpy()
+    at = {k: v.to_numpy().astype(object) for k, v in _at_held(p, target).to_dict().items()}
+    why = np.full(held.size, "one_server", dtype=object)
+
+    def step(idx: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        chk = _check(known, p[idx], counts, hw, target)
+        ok = chk["ok"].to_numpy()
+        for k in AT:
+            at[k][idx[ok]] = chk[k].to_numpy()[ok]
+        why[idx[~ok]] = np.select(
+            [~chk["fits"].to_numpy(), ~chk["thr_ok"].to_numpy()], ["capacity", "throughput"], "utilisation"
+        )[~ok]
+        return ok
+
+    active = np.flatnonzero(held > 1)
+    mid = held[active] - 1
+    while active.size:
+        ok = step(active, mid)
         hi[active] = np.where(ok, mid, hi[active])
         lo[active] = np.where(ok, lo[active], mid)
+        active = np.flatnonzero(hi - lo > 1)
+        mid = (lo[active] + hi[active]) // 2
     rec = p.select("run_id", "role").join(
         _recommender_counts(known, hw, models), on=["run_id", "role"], how="left", maintain_order="left"
     )
-    floor = rec["recommender_servers"].fill_null(0).to_numpy()
-    final = np.minimum(held, np.maximum(hi, floor))
-    at = _check(known, p, final, hw, target)
-    below = np.flatnonzero(final > 1)
-    why = np.full(final.size, "one_server", dtype=object)
-    if below.size:
-        b = _check(known, p[below], final[below] - 1, hw, target)
-        why[below] = np.select(
-            [~b["fits"].to_numpy(), ~b["thr_ok"].to_numpy(), ~b["util_ok"].to_numpy()],
-            ["capacity", "throughput", "utilisation"],
-            "utilisation",
-        )
-    why = np.where(final > hi, "recommender", why)
+    final = np.minimum(held, np.maximum(hi, rec["recommender_servers"].fill_null(0).to_numpy()))
+    floored = np.flatnonzero(final > hi)
+    if floored.size:  # the recommender's count binds: reported at that count
+        step(floored, final[floored])
+        why[floored] = "recommender"
     return pl.DataFrame(
         {
             "run_id": p["run_id"],
@@ -270,12 +283,33 @@ def _size_with_model(
             "basis": np.full(final.size, "workload_model"),
             "right_sized_servers": final,
             "recommender_servers": rec["recommender_servers"],
-            "binding_resource": at["binding_resource"],
-            "binding_p95_util": at["binding_p95_util"],
-            "p95_after_util": at["p95_after_util"],
+            "binding_resource": pl.Series(at["binding_resource"].tolist(), dtype=pl.String),
+            "binding_p95_util": pl.Series(at["binding_p95_util"].tolist(), dtype=pl.Float64),
+            "p95_after_util": pl.Series(at["p95_after_util"].tolist(), dtype=pl.Float64),
             "limited_by": why.astype(str),
-            "throughput_risk": (1 - at["thr"] / p["thr_now"]).clip(0, 1),
+            "throughput_risk": (1 - pl.Series(at["thr"].tolist(), dtype=pl.Float64) / p["thr_now"]).clip(
+                0, 1
+            ),
         }
+    )
+
+
+def _at_held(p: pl.DataFrame, target: float) -> pl.DataFrame:
+    """Every pair at the count it holds, where no model evaluation is needed: each resource's load per
+    server as now (p95 as observed) and the throughput as now."""
+    after = {
+        r: pl.coalesce(
+            pl.when((pl.col("role") == role) & (pl.col(f"now_{role}_{r}_util") > 0)).then(pl.col(f"p95_{r}"))
+            for role in ROLE_COUNTS
+            if r in UTIL_RESOURCES[role]
+        ).alias(f"after_{r}")
+        for r in RESOURCES
+    }
+    limits = [pl.max_horizontal(pl.lit(target), pl.col(f"p95_{r}")).alias(f"limit_{r}") for r in RESOURCES]
+    return (
+        p.with_columns(*after.values(), *limits)
+        .with_columns(_binding("after", "limit"))
+        .select(*AT[:-1], pl.col("thr_now").alias("thr"))
     )
 
 
