@@ -16,8 +16,9 @@ Cases (each: product seconds, anchor seconds, ratio = product / anchor, peak RSS
   DuckDB alone running the copy plus the project's own sql/transforms statements (target <= 3x).
 - ``waste``: the night of one day (the nightly job's runs as `fleet run` makes them) with every asset vs
   the same night without the waste analyses (run_efficiency, server_outliers, waste_summary) (target
-  <= 1.1). server_windows is on both sides: it is the day's per-server pass run_role_stats counts servers
-  from; its cost over the per-server count it replaced shows in ``analytics``.
+  <= 1.1 at 10M samples). server_windows is on both sides: it is the day's per-server pass, which
+  run_role_stats counts its servers from; its cost over the per-server count it replaced shows in
+  ``analytics``.
 - ``backfill``: 7 days run one after another vs the same days as concurrent Dagster runs on both cores
   (ratio = parallel / serial; target <= 1/1.6).
 - ``fixed``: the nightly fixed cost (start-up, merged analyses with recommendations, catalog, report) of a
@@ -479,13 +480,16 @@ def waste_case(data: Path, tmp: Path, n: int, r: int) -> dict:
     """The night of one day with every asset vs the same night without the waste analyses."""
     tree = landing_day(data, "jsonl", n)
     args = {"trees": [str(tree)], "days": [DAY], "tmp": str(tmp)}
-    return paired(
+    row = paired(
         "waste",
         r,
         ("side_night_assets", {**args, "without": []}),
         ("side_night_assets", {**args, "without": list(WASTE_ASSETS)}),
         note=f"{n:,} samples: night with vs without {', '.join(WASTE_ASSETS)}",
     )
+    if n < 10_000_000:  # like the night's, the target is set for a 10M-sample day; below, fixed costs rule
+        row["target"], row["ok"] = None, True
+    return row
 
 
 def memory_cases(data: Path, tmp: Path, n: int) -> list[dict]:
