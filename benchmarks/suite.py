@@ -269,7 +269,8 @@ WASTE_ASSETS = ("run_efficiency", "server_outliers", "waste_summary")
 
 def side_night_assets(args: dict) -> dict:
     """The nightly job as `fleet run` executes it (each day's partitioned assets as one run, then the merged
-    and publish assets) in a fresh data home, leaving out the assets named in ``without``."""
+    and publish assets) in a fresh data home, leaving out the assets named in ``without``; also how long the
+    steps named in ``timed`` took (Dagster's own step events)."""
     import dagster as dg
 
     from pipelines.definitions import build_defs
@@ -288,15 +289,33 @@ def side_night_assets(args: dict) -> dict:
         keys = [k for k in graph.get_all_asset_keys() if graph.get(k).is_materializable and k not in left_out]
         job = defs.resolve_job_def(JOB)
         daily = [k for k in keys if graph.get(k).partitions_def is not None]
-        for day in args["days"]:
-            job.execute_in_process(
-                asset_selection=daily, partition_key=day, instance=instance, run_config=QUIET
-            )
         merged = [k for k in keys if graph.get(k).partitions_def is None]
-        job.execute_in_process(
-            asset_selection=merged, partition_key=args["days"][-1], instance=instance, run_config=QUIET
-        )
-        return {"seconds": time.perf_counter() - start}
+        runs = [(daily, day) for day in args["days"]] + [(merged, args["days"][-1])]
+        run_ids = [
+            job.execute_in_process(
+                asset_selection=selection, partition_key=day, instance=instance, run_config=QUIET
+            ).run_id
+            for selection, day in runs
+        ]
+        seconds = time.perf_counter() - start
+        return {"seconds": seconds, "steps_s": _step_seconds(instance, run_ids, args["timed"])}
+
+
+def _step_seconds(instance, run_ids: list[str], steps: list[str]) -> float:
+    """Seconds the named steps took in these runs, from their start and success events."""
+    import dagster as dg
+
+    begin, end = dg.DagsterEventType.STEP_START, dg.DagsterEventType.STEP_SUCCESS
+    total = 0.0
+    for run_id in run_ids:
+        started = {}
+        for e in instance.all_logs(run_id, of_type={begin, end}):
+            key = e.dagster_event.step_key
+            if key in steps and e.dagster_event.event_type == begin:
+                started[key] = e.timestamp
+            elif key in steps:
+                total += e.timestamp - started.pop(key)
+    return total
 
 
 def _cpu_seconds() -> float:
@@ -414,6 +433,8 @@ def paired(case: str, repeats: int, product: tuple, anchor: tuple | None, note: 
         "repeats": repeats,
         "note": note,
     }
+    if all("steps_s" in r for r in ours):  # the product's own steps, timed by Dagster (side_night_assets)
+        row["product_steps_s"] = statistics.median(r["steps_s"] for r in ours)
     if all("cores" in r for r in ours + base):  # how many of the machine's cores each side kept busy
         row["product_cores"] = statistics.median(r["cores"] for r in ours)
         row["anchor_cores"] = statistics.median(r["cores"] for r in base) if base else None
@@ -480,12 +501,16 @@ def waste_case(data: Path, tmp: Path, n: int, r: int) -> dict:
     """The night of one day with every asset vs the same night without the waste analyses."""
     tree = landing_day(data, "jsonl", n)
     args = {"trees": [str(tree)], "days": [DAY], "tmp": str(tmp)}
+    args = {**args, "timed": list(WASTE_ASSETS)}
     row = paired(
         "waste",
         r,
         ("side_night_assets", {**args, "without": []}),
         ("side_night_assets", {**args, "without": list(WASTE_ASSETS)}),
-        note=f"{n:,} samples: night with vs without {', '.join(WASTE_ASSETS)}",
+    )
+    row["note"] = (
+        f"{n:,} samples: night with vs without {', '.join(WASTE_ASSETS)}; "
+        f"their steps took {row['product_steps_s']:.2f} s"
     )
     if n < 10_000_000:  # like the night's, the target is set for a 10M-sample day; below, fixed costs rule
         row["target"], row["ok"] = None, True
