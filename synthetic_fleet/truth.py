@@ -18,16 +18,12 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from synthetic_fleet import fields
 from synthetic_fleet.catalog import HardwareCatalog
-from synthetic_fleet.model import UTIL_RESOURCES, predict_frame
+from synthetic_fleet.model import ROLES, UTIL_RESOURCES, predict_frame
 from synthetic_fleet.sampler import day_rng, server_draws
 
-ROLE_COUNTS = {
-    "trainer": "n_trainers",
-    "sparse_ps": "n_sparse_ps",
-    "dense_ps": "n_dense_ps",
-    "reader": "n_readers",
-}
+ROLE_COUNTS = dict(zip(ROLES, fields.SERVER_COUNTS, strict=True))  # role -> its count column in runs
 P95 = 0.95
 SLACK = 1e-9  # float noise when a scaled p95 equals its limit
 

@@ -33,35 +33,29 @@ import polars.selectors as cs
 from pipelines.lib import analytics, lake
 from pipelines.lib.contracts import contract
 from pipelines.lib.paths import DataHome
+from pipelines.lib.recommend import SATURATION, batch_on, binding_counts, workload_of_model
 from pipelines.lib.sqlfiles import sql_text
 from synthetic_fleet import fields
 from synthetic_fleet.catalog import HardwareCatalog, ModelSpec
-from synthetic_fleet.model import RESOURCES, UTIL_RESOURCES, predict_frame
+from synthetic_fleet.model import RESOURCES, ROLES, UTIL_RESOURCES, predict_frame
 
-ROLE_COUNTS = {
-    "trainer": "n_trainers",
-    "sparse_ps": "n_sparse_ps",
-    "dense_ps": "n_dense_ps",
-    "reader": "n_readers",
-}
+ROLE_COUNTS = dict(zip(ROLES, fields.SERVER_COUNTS, strict=True))  # role -> its count column in runs
 SLACK = 1e-9  # float noise when a scaled p95 lands exactly on its limit
 RUN_FIELDS = ("source", "model_name", "platform", "placement")
 # What every sizing basis gives per run and role (a basis leaves out what it cannot say).
-SIZED = pl.DataFrame(
-    schema={
-        "run_id": pl.String,
-        "role": pl.String,
-        "n_servers": pl.Int32,
-        "basis": pl.String,
-        "right_sized_servers": pl.Int64,
-        "recommender_servers": pl.Int32,
-        "binding_resource": pl.String,
-        "binding_p95_util": pl.Float64,
-        "p95_after_util": pl.Float64,
-        "limited_by": pl.String,
-        "throughput_risk": pl.Float64,
-    }
-)
+SIZED = {
+    "run_id": pl.String,
+    "role": pl.String,
+    "n_servers": pl.Int32,
+    "basis": pl.String,
+    "right_sized_servers": pl.Int64,
+    "recommender_servers": pl.Int32,
+    "binding_resource": pl.String,
+    "binding_p95_util": pl.Float64,
+    "p95_after_util": pl.Float64,
+    "limited_by": pl.String,
+    "throughput_risk": pl.Float64,
+}
 
 
 @dataclass(frozen=True)
@@ -151,7 +145,7 @@ def run_efficiency(
     ]
     if not any(p.height for p in parts):
         return contract("run_efficiency").empty_frame()
-    sized = pl.concat([SIZED.clear(), *(p for p in parts if p.height)], how="diagonal_relaxed")
+    sized = pl.concat([pl.DataFrame(schema=SIZED), *(p for p in parts if p.height)], how="diagonal_relaxed")
     with analytics.connection(server_windows=windows) as con:
         imbalance = con.sql(sql_text("transforms/role_imbalance.sql")).pl()
     out = (
@@ -318,8 +312,6 @@ def _check(
 ) -> pl.DataFrame:
     """The workload model with each pair's role at ``counts`` (other tiers as the run has them): in the
     pairs' order, whether that count is feasible (and why not) and the binding resource there."""
-    from pipelines.lib.recommend import SATURATION
-
     carried = pairs.select("_pair", "run_id", "role", "thr_now", cs.starts_with("p95_", "now_"))
     trial = carried.with_columns(pl.Series("_n", counts, pl.Int32)).join(known, on="run_id")
     trial = trial.with_columns(
@@ -381,8 +373,6 @@ def _recommender_counts(
     family's catalog workload (what `fleet recommend --model` sizes) on the run's platform, placement and
     trainers, or the run's own workload for a family the catalog does not hold. A run's count depends on
     that run alone, so days merge."""
-    from pipelines.lib.recommend import batch_on, binding_counts, workload_of_model
-
     keys = ["model_name", "platform", "placement", "n_trainers"]
     tiers = list(ROLE_COUNTS.values())[1:]
     from_scratch = [pl.lit(0, pl.Int32).alias(c) for c in tiers]
