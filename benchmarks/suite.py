@@ -9,11 +9,16 @@ Cases (each: product seconds, anchor seconds, ratio = product / anchor, peak RSS
 - ``ingest-parquet|csv|jsonl``: `fleet ingest` of one landing day vs a bare DuckDB
   ``COPY (SELECT * FROM <file>) TO parquet`` (DuckDB's defaults: snappy, like the lake's samples) of the
   same samples file (target <= 2x; peak RSS < 1.5 GB).
-- ``analytics``: the product's run_role_stats + util_distribution over the day's lake partition vs one
-  hand-written DuckDB query computing the same statistics; polars and pandas doing the same are reported
-  beside it (no target: a comparison).
+- ``analytics``: the product's server_windows + run_role_stats + util_distribution over the day's lake
+  partition vs one hand-written DuckDB query computing the same statistics; polars and pandas doing the same
+  are reported beside it (no target: a comparison).
 - ``night``: `fleet run` of one day (ingest, core, out, merged, analyst catalog, report) vs a floor made of
   DuckDB alone running the copy plus the project's own sql/transforms statements (target <= 3x).
+- ``waste``: the night of one day (the nightly job's runs as `fleet run` makes them) with every asset vs
+  the same night without the waste analyses (run_efficiency, server_outliers, waste_summary) (target
+  <= 1.1 at 10M samples). server_windows is on both sides: it is the day's per-server pass, which
+  run_role_stats counts its servers from; its cost over the per-server count it replaced shows in
+  ``analytics``.
 - ``backfill``: 7 days run one after another vs the same days as concurrent Dagster runs on both cores
   (ratio = parallel / serial; target <= 1/1.6).
 - ``fixed``: the nightly fixed cost (start-up, merged analyses with recommendations, catalog, report) of a
@@ -51,6 +56,7 @@ TARGETS = {
     "ingest-jsonl": 2.0,
     "night": 3.0,
     "backfill": 1 / 1.6,
+    "waste": 1.1,
 }
 RSS_LIMIT_MB = 1536
 
@@ -142,7 +148,8 @@ def side_analytics(args: dict) -> dict:
         runs = lake.read_partition(home, "runs", args["day"])
         path = lake.partition_path(home, "utilisation_samples", args["day"])
         start = time.perf_counter()
-        stats = analytics.run_role_stats(runs, path, args["day"])
+        windows = analytics.server_windows(path, args["day"])
+        stats = analytics.run_role_stats(runs, path, args["day"], windows)
         analytics.util_distribution(runs, path, stats, args["day"])
         return {"seconds": time.perf_counter() - start}
 
@@ -257,6 +264,60 @@ def side_night(args: dict) -> dict:
         return out
 
 
+WASTE_ASSETS = ("run_efficiency", "server_outliers", "waste_summary")
+
+
+def side_night_assets(args: dict) -> dict:
+    """The nightly job as `fleet run` executes it (each day's partitioned assets as one run, then the merged
+    and publish assets) in a fresh data home, leaving out the assets named in ``without``; also how long the
+    steps named in ``timed`` took (Dagster's own step events)."""
+    import dagster as dg
+
+    from pipelines.definitions import build_defs
+    from pipelines.lib.paths import DataHome
+    from pipelines.orchestrate import JOB, QUIET, ensure_instance
+
+    with tempfile.TemporaryDirectory(dir=args["tmp"]) as tmp:
+        home = DataHome.resolve(fresh_home(Path(tmp), [Path(t) for t in args["trees"]]))
+        os.environ["DAGSTER_HOME"] = str(home.dagster_home)
+        os.environ["FLEET_HOME"] = str(home.root)
+        start = time.perf_counter()
+        instance = ensure_instance(home)
+        defs = build_defs(home, start=min(args["days"]))
+        graph = defs.resolve_asset_graph()
+        left_out = {dg.AssetKey(k) for k in args["without"]}
+        keys = [k for k in graph.get_all_asset_keys() if graph.get(k).is_materializable and k not in left_out]
+        job = defs.resolve_job_def(JOB)
+        daily = [k for k in keys if graph.get(k).partitions_def is not None]
+        merged = [k for k in keys if graph.get(k).partitions_def is None]
+        runs = [(daily, day) for day in args["days"]] + [(merged, args["days"][-1])]
+        run_ids = [
+            job.execute_in_process(
+                asset_selection=selection, partition_key=day, instance=instance, run_config=QUIET
+            ).run_id
+            for selection, day in runs
+        ]
+        seconds = time.perf_counter() - start
+        return {"seconds": seconds, "steps_s": _step_seconds(instance, run_ids, args["timed"])}
+
+
+def _step_seconds(instance, run_ids: list[str], steps: list[str]) -> float:
+    """Seconds the named steps took in these runs, from their start and success events."""
+    import dagster as dg
+
+    begin, end = dg.DagsterEventType.STEP_START, dg.DagsterEventType.STEP_SUCCESS
+    total = 0.0
+    for run_id in run_ids:
+        started = {}
+        for e in instance.all_logs(run_id, of_type={begin, end}):
+            key = e.dagster_event.step_key
+            if key in steps and e.dagster_event.event_type == begin:
+                started[key] = e.timestamp
+            elif key in steps:
+                total += e.timestamp - started.pop(key)
+    return total
+
+
 def _cpu_seconds() -> float:
     """CPU time of this process and of its finished children (a backfill's worker processes)."""
     t = os.times()
@@ -267,6 +328,7 @@ def side_night_floor(args: dict) -> dict:
     """DuckDB alone: copy the day's samples to Parquet, then the project's own transforms over them."""
     import duckdb
 
+    from pipelines.lib.contracts import contract
     from pipelines.lib.sqlfiles import sql_text
 
     tree = Path(args["trees"][0])
@@ -283,6 +345,11 @@ def side_night_floor(args: dict) -> dict:
         )
         con.read_parquet(str(copy)).create_view("samples")
         con.execute(f"CREATE TABLE runs AS SELECT * FROM {reader}($src)", {"src": str(runs)})
+        window_s = contract("server_windows").parameters["window_s"]
+        windows = con.sql(
+            sql_text("transforms/server_windows.sql"), params={"day": args["days"][0], "window_s": window_s}
+        ).pl()
+        con.register("server_windows", windows)
         stats = con.sql(sql_text("transforms/run_role_stats.sql"), params={"day": args["days"][0]}).pl()
         con.register("run_role_stats", stats)
         con.sql(
@@ -312,6 +379,7 @@ SIDES = {
         side_analytics_pandas,
         side_night,
         side_night_floor,
+        side_night_assets,
         side_synth,
     )
 }
@@ -365,6 +433,8 @@ def paired(case: str, repeats: int, product: tuple, anchor: tuple | None, note: 
         "repeats": repeats,
         "note": note,
     }
+    if all("steps_s" in r for r in ours):  # the product's own steps, timed by Dagster (side_night_assets)
+        row["product_steps_s"] = statistics.median(r["steps_s"] for r in ours)
     if all("cores" in r for r in ours + base):  # how many of the machine's cores each side kept busy
         row["product_cores"] = statistics.median(r["cores"] for r in ours)
         row["anchor_cores"] = statistics.median(r["cores"] for r in base) if base else None
@@ -407,6 +477,46 @@ def analytics_case(data: Path, tmp: Path, n: int, r: int) -> dict:
     return row
 
 
+def night_cases(data: Path, tmp: Path, n: int, r: int) -> list[dict]:
+    """`fleet run` of one day vs the DuckDB floor, at 1M samples (fixed costs) and at ``n``."""
+    rows = []
+    for size in sorted({min(n, 1_000_000), n}):
+        tree = landing_day(data, "jsonl", size)
+        args = {"trees": [str(tree)], "days": [DAY], "fmt": "jsonl", "tmp": str(tmp)}
+        row = paired(
+            f"night-{size // 1_000_000}M" if size >= 1_000_000 else f"night-{size}",
+            r,
+            ("side_night", args),
+            ("side_night_floor", args),
+            note="JSONL landing, fleet run",
+        )
+        if size >= 10_000_000:  # the target is set for a 10M-sample night; smaller ones are fixed costs
+            row["target"] = TARGETS["night"]
+            row["ok"] = row["ratio"] <= TARGETS["night"]
+        rows.append(row)
+    return rows
+
+
+def waste_case(data: Path, tmp: Path, n: int, r: int) -> dict:
+    """The night of one day with every asset vs the same night without the waste analyses."""
+    tree = landing_day(data, "jsonl", n)
+    args = {"trees": [str(tree)], "days": [DAY], "tmp": str(tmp)}
+    args = {**args, "timed": list(WASTE_ASSETS)}
+    row = paired(
+        "waste",
+        r,
+        ("side_night_assets", {**args, "without": []}),
+        ("side_night_assets", {**args, "without": list(WASTE_ASSETS)}),
+    )
+    row["note"] = (
+        f"{n:,} samples: night with vs without {', '.join(WASTE_ASSETS)}; "
+        f"their steps took {row['product_steps_s']:.2f} s"
+    )
+    if n < 10_000_000:  # like the night's, the target is set for a 10M-sample day; below, fixed costs rule
+        row["target"], row["ok"] = None, True
+    return row
+
+
 def memory_cases(data: Path, tmp: Path, n: int) -> list[dict]:
     """Peak RSS of ingesting a day of 3x the samples, in every format."""
     rows = []
@@ -438,8 +548,8 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3, help="interleaved repeats per case (medians)")
     ap.add_argument(
         "--cases",
-        default="synth,ingest,analytics,night,backfill,fixed,memory",
-        help="comma-separated: synth, ingest, analytics, night, backfill, fixed, memory",
+        default="synth,ingest,analytics,night,waste,backfill,fixed,memory",
+        help="comma-separated: synth, ingest, analytics, night, waste, backfill, fixed, memory",
     )
     ap.add_argument("--home", default=None, help="data home (default: $FLEET_HOME or ./data)")
     ap.add_argument("--child", nargs=2, metavar=("SIDE", "ARGS"), help=argparse.SUPPRESS)
@@ -494,21 +604,10 @@ def main() -> int:
     if "analytics" in cases:
         add(analytics_case(data, tmp, n, r))
     if "night" in cases:
-        for size in sorted({min(n, 1_000_000), n}):
-            tree = landing_day(data, "jsonl", size)
-            args = {"trees": [str(tree)], "days": [DAY], "fmt": "jsonl", "tmp": str(tmp)}
-            add(
-                paired(
-                    f"night-{size // 1_000_000}M" if size >= 1_000_000 else f"night-{size}",
-                    r,
-                    ("side_night", args),
-                    ("side_night_floor", args),
-                    note="JSONL landing, fleet run",
-                )
-            )
-            if size >= 10_000_000:  # the target is set for a 10M-sample night; smaller ones are fixed costs
-                rows[-1]["target"] = TARGETS["night"]
-                rows[-1]["ok"] = rows[-1]["ratio"] <= TARGETS["night"]
+        for row in night_cases(data, tmp, n, r):
+            add(row)
+    if "waste" in cases:
+        add(waste_case(data, tmp, n, r))
     if "backfill" in cases:
         days = [(dt.date.fromisoformat(DAY) + dt.timedelta(days=i)).isoformat() for i in range(7)]
         trees = [str(landing_day(data, "parquet", max(n // 7, 1000), day=d)) for d in days]

@@ -439,3 +439,48 @@ def run_explorer(runs: pl.DataFrame) -> alt.Chart:
         .properties(width=320, height=200, title="Selected runs (first 15)")
     )
     return alt.hconcat(points, alt.vconcat(count, table, spacing=2))
+
+
+def waste(efficiency: pl.DataFrame) -> alt.Chart:
+    """Where the fleet wastes machines: servers recoverable per day and per model and platform, stacked by
+    role (right-sized runs only; provisioned kW in the tooltips)."""
+    judged = efficiency.filter(pl.col("right_sized_servers").is_not_null())
+    sums = [
+        pl.col("servers_recoverable").sum(),
+        (pl.col("provisioned_w_recoverable").sum() / 1000).round(1).alias("provisioned_kw"),
+    ]
+    per_day = judged.group_by("day", "role").agg(sums).with_columns(pl.col("day").cast(pl.String))
+    per_system = (
+        judged.group_by("model_name", "platform", "role")
+        .agg(sums)
+        .with_columns(pl.format("{} · {}", "model_name", "platform").alias("system"))
+    )
+    roles = color_scale(judged["role"].unique().to_list(), ROLE_COLORS)
+    tip = [
+        "role:N",
+        alt.Tooltip("servers_recoverable:Q", title="servers recoverable", format=","),
+        alt.Tooltip("provisioned_kw:Q", title="provisioned kW", format=",.1f"),
+    ]
+    by_day = (
+        alt.Chart(per_day, title="Servers recoverable per day")
+        .mark_bar()
+        .encode(
+            x=alt.X("day:O", title=None, axis=alt.Axis(labelAngle=-40)),
+            y=alt.Y("sum(servers_recoverable):Q", title="servers"),
+            color=alt.Color("role:N", scale=roles),
+            tooltip=["day:O", *tip],
+        )
+        .properties(width=240, height=160)
+    )
+    by_system = (
+        alt.Chart(per_system, title="Servers recoverable per model and platform")
+        .mark_bar()
+        .encode(
+            y=alt.Y("system:N", title=None, sort="-x", axis=alt.Axis(labelLimit=160)),
+            x=alt.X("sum(servers_recoverable):Q", title="servers"),
+            color=alt.Color("role:N", scale=roles),
+            tooltip=["system:N", *tip],
+        )
+        .properties(width=240, height=18 * max(per_system["system"].n_unique(), 1))
+    )
+    return alt.hconcat(by_day, by_system).resolve_scale(color="shared")

@@ -37,6 +37,8 @@ class ReportInputs:
     placements: pl.DataFrame
     calibration: pl.DataFrame
     header: dict[str, str] = field(default_factory=dict)
+    run_efficiency: pl.DataFrame = field(default_factory=lambda: contract("run_efficiency").empty_frame())
+    server_outliers: pl.DataFrame = field(default_factory=lambda: contract("server_outliers").empty_frame())
 
 
 @dataclass
@@ -223,7 +225,20 @@ def gather(home: DataHome, first: str | None = None, last: str | None = None) ->
         "platforms": ", ".join(sorted(set(runs["platform"].drop_nulls().to_list()))) or "-",
         "samples arrived": _volume_line(volume),
     }
-    return ReportInputs(dist, hist, recs, tvp, daily, explorer, sweeps, placements, cal, header)
+    return ReportInputs(
+        dist,
+        hist,
+        recs,
+        tvp,
+        daily,
+        explorer,
+        sweeps,
+        placements,
+        cal,
+        header,
+        _between(lake.read_table(home, "run_efficiency"), first, last),
+        _between(lake.read_table(home, "server_outliers"), first, last),
+    )
 
 
 TABLE_III = ("cpu", "big_basin")  # the paper's Table III compares these two
@@ -246,6 +261,8 @@ def build_charts(inputs: ReportInputs, static: bool = False) -> dict[str, alt.To
         out["run_explorer"] = charts.run_explorer(inputs.runs_explorer)
     if inputs.daily.height:
         out["fleet_trends"] = charts.trends(inputs.daily)
+    if inputs.run_efficiency["right_sized_servers"].is_not_null().any():
+        out["waste"] = charts.waste(inputs.run_efficiency)
     out["whatif_sweeps"] = charts.whatif_sweeps(inputs.sweeps)
     out["placements"] = charts.placement_comparison(inputs.placements)
     out["calibration"] = charts.calibration(inputs.calibration)
@@ -305,12 +322,75 @@ def _table_iii_cards(recs: pl.DataFrame) -> str:
     return '<div class="cards">' + "".join(cards) + "</div>"
 
 
+def _waste_summary(efficiency: pl.DataFrame, outliers: pl.DataFrame) -> str:
+    """Fleet totals over the report's days, what each was sized from, and the parameter servers called
+    oversized per source beside the paper's observation."""
+    from pipelines.lib.waste import fleet_view, ps_oversized_share
+
+    if efficiency.is_empty():
+        return ""
+    t = fleet_view(efficiency, outliers, top=0)["totals"]
+    share = t["servers_recoverable"] / t["servers_judged"] if t["servers_judged"] else 0.0
+    targets = ", ".join(f"{x:g}" for x in efficiency["target_p95_util"].unique().sort().to_list())
+    basis = {
+        "workload_model": "the workload model",
+        "utilisation_headroom": "the utilisation headroom (telemetry only)",
+        "no_telemetry": "nothing: no utilisation samples, not judged",
+    }
+    sized = "; ".join(f"{v:,} from {basis[k]}" for k, v in t["basis"].items())
+    ps = []
+    for r in ps_oversized_share(efficiency).iter_rows(named=True):
+        called = (
+            f"{r['share_oversized']:.0%} of {r['ps_judged']:,} judged called oversized"
+            if r["ps_judged"]
+            else "none judged"
+        )
+        unjudged = f"; {r['ps_not_judged']:,} without utilisation samples" if r["ps_not_judged"] else ""
+        ps.append(f"{r['source']}: {r['ps_held']:,} held, {called}{unjudged}")
+    items = [
+        f"{t['n_servers']:,} servers held over {t['days']} days; right-sized to p95 &le; "
+        f"{html.escape(targets)} the judged {t['servers_judged']:,} need {t['right_sized_servers']:,}: "
+        f"<b>{t['servers_recoverable']:,} servers ({share:.0%}) and "
+        f"{t['provisioned_kw_recoverable'] or 0:,.1f} kW of provisioned power to win back</b>.",
+        f"Servers sized from {html.escape(sized)}.",
+        f"Stragglers: {t['stragglers']:,} trainers in {t['runs_with_stragglers']:,} runs; hot shards: "
+        f"{t['hot_shards']:,} sparse parameter servers in {t['runs_with_hot_shards']:,} runs.",
+        f"Sparse parameter servers ({html.escape('; '.join(ps) or 'none')}). {html.escape(PAPER_PS)}",
+    ]
+    return '<ul class="waste">' + "".join(f"<li>{i}</li>" for i in items) + "</ul>"
+
+
+def _waste_runs(efficiency: pl.DataFrame, outliers: pl.DataFrame) -> str:
+    """The runs holding the most recoverable servers, with the evidence (a small table)."""
+    from pipelines.lib.waste import fleet_view
+
+    top = fleet_view(efficiency, outliers, top=TOP_WASTE_RUNS)["top_runs"]
+    if top.is_empty():
+        return ""
+    top = top.with_columns(pl.col("provisioned_kw_recoverable").round(1), pl.col("outliers").fill_null("-"))
+    columns = {
+        "run_id": "run",
+        "day": "day",
+        "model_name": "model",
+        "platform": "platform",
+        "servers_recoverable": "servers recoverable",
+        "provisioned_kw_recoverable": "kW",
+        "right_sizing": "right-sizing: held -> right-sized (binding resource p95 now -> after, basis)",
+        "outliers": "stragglers and hot shards (how far off, how long)",
+    }
+    return (
+        f'<p class="note">Top {top.height} runs by servers recoverable.</p>'
+        f'<div class="waste">{_table(top, columns)}</div>'
+    )
+
+
 SECTIONS = (
     ("recommendation cards", "Recommendations (every platform in the catalog)"),
     ("cpu_vs_big_basin", "CPU cluster vs Big Basin (the paper's Table III setting)"),
     ("hardware_fit", "Hardware fit"),
     ("trainer_vs_ps", "Trainers vs parameter servers"),
     ("server_counts", "Servers per run"),
+    ("waste", "Where the fleet wastes machines"),
     ("run_explorer", "Runs"),
     ("fleet_trends", "Fleet over days"),
     ("whatif_sweeps", "What-if sweeps"),
@@ -324,13 +404,22 @@ NO_DATA = {
     "server_counts": "No runs with server counts in these days.",
     "run_explorer": "No runs with both trainer and sparse-PS CPU utilisation in these days.",
     "fleet_trends": "No runs in these days.",
+    "waste": "No right-sized runs in these days: right-sizing needs utilisation samples (`fleet run`).",
 }
 NOTES = {
     "hardware_fit": charts.FIT_NOTE,
     "server_counts": "Starts on CPU clusters, where trainer and parameter-server counts vary; "
     "the PNG and SVG show every platform.",
     "trainer_vs_ps": "The PNG and SVG show every model.",
+    "waste": "Right-sized: the fewest servers of a role that keep every resource's p95 utilisation at or "
+    "under the target without losing throughput (README, Right-sizing). kW: peak power of the servers freed.",
 }
+# The paper's observation the parameter-server figures stand beside (Acun et al., HPCA 2021, §III).
+PAPER_PS = (
+    "The paper finds parameter servers use their machines less than trainers (a lower mean, a wider spread "
+    "and a longer tail, Fig. 5) and their counts vary widely for the same model (Fig. 9)."
+)
+TOP_WASTE_RUNS = 15
 
 
 # json.dumps already escapes non-ASCII (U+2028/2029 included); these three are what HTML parsing sees.
@@ -358,17 +447,23 @@ def render_html(
             blocks.append(heading + _cards(inputs.recommendations))
             continue
         if key not in specs:
+            if key == "waste":
+                heading += _waste_summary(inputs.run_efficiency, inputs.server_outliers)
             blocks.append(f'{heading}<p class="nodata">{html.escape(NO_DATA.get(key, "No data."))}</p>')
             continue
         png, svg = files[key]
         if key == "cpu_vs_big_basin":
             heading += _table_iii_cards(inputs.recommendations)
+        if key == "waste":
+            heading += _waste_summary(inputs.run_efficiency, inputs.server_outliers)
         note = f'<p class="note">{html.escape(NOTES[key])}</p>' if key in NOTES else ""
         blocks.append(
             f'{heading}<div class="chart" id="chart-{key}"></div>{note}'
             f'<p class="files">Also as <a href="{html.escape(png)}">PNG</a> and '
             f'<a href="{html.escape(svg)}">SVG</a>.</p>'
         )
+        if key == "waste":
+            blocks.append(_waste_runs(inputs.run_efficiency, inputs.server_outliers))
         if key == "calibration":
             blocks.append(
                 _table(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
@@ -20,6 +21,9 @@ from synthetic_fleet import defaults, fields
 from synthetic_fleet.catalog import HardwareCatalog, ModelSpec
 from synthetic_fleet.model import RESOURCES, ROLES, predict_frame, required_gb
 from synthetic_fleet.quality import normalized_entropy
+
+if TYPE_CHECKING:
+    from synthetic_fleet.truth import WasteTruth
 
 SAMPLE_INTERVAL_S = 300
 PLATFORM_SHARES = {"cpu": 0.6, "big_basin": 0.25, "zion": 0.15}
@@ -30,15 +34,18 @@ ROLE_NOISE = {"trainer": 0.015, "sparse_ps": 0.06, "dense_ps": 0.05, "reader": 0
 # Server-to-server spread: parameter servers hold shards of power-law-accessed tables (hot shards).
 ROLE_SKEW = {"trainer": 0.03, "sparse_ps": 0.5, "dense_ps": 0.3, "reader": 0.15}
 STRAGGLER_SHARE = {"trainer": 0.01, "sparse_ps": 0.0, "dense_ps": 0.0, "reader": 0.02}
+STRAGGLER_SLOWDOWN = 0.5  # a straggler's utilisation against its peers'
 
 
 @dataclass(frozen=True)
 class DayFleet:
-    """One day of synthetic telemetry, in the landing shape (before ingest)."""
+    """One day of synthetic telemetry, in the landing shape (before ingest), and optionally the truth of
+    the waste the sampler made (written beside the landing files, never ingested)."""
 
     day: str
     runs: pl.DataFrame
     samples: pl.DataFrame
+    truth: WasteTruth | None = None
 
 
 DAY_CYCLE = 5  # = the demo's --days default
@@ -245,9 +252,13 @@ def _size_parameter_servers(
     return runs.with_columns(pl.Series("n_sparse_ps", n_ps))
 
 
-def sample_utilisation(runs: pl.DataFrame, seed: int, day: str, hw: HardwareCatalog) -> pl.DataFrame:
-    """Per-server time series for every run: role means from the model, with warm-up, noise and stragglers."""
-    rng = day_rng(seed + 1, day)
+def server_draws(
+    runs: pl.DataFrame, rng: np.random.Generator, hw: HardwareCatalog, noise_scale: float = 1.0
+) -> pl.DataFrame:
+    """Every server of every run with its role means (from the model), its draws and its power range:
+    ``_mult`` (server-to-server multiplier: lognormal skew, times STRAGGLER_SLOWDOWN for a straggler),
+    ``_straggler``, ``_sd`` (sample-to-sample noise, times ``noise_scale``), ``_idle_w`` and ``_peak_w``.
+    Draws the first numbers of ``rng``; the samples are drawn after them."""
     counts = {
         "trainer": "n_trainers",
         "sparse_ps": "n_sparse_ps",
@@ -291,16 +302,19 @@ def sample_utilisation(runs: pl.DataFrame, seed: int, day: str, hw: HardwareCata
     # Server-level multiplier: lognormal, right-skewed for parameter servers (hot shards), plus rare
     # stragglers.
     straggler = servers.get_column("role").replace_strict(STRAGGLER_SHARE, return_dtype=pl.Float64).to_numpy()
-    server_mult = rng.lognormal(0.0, skew, n_srv) * np.where(rng.random(n_srv) < straggler, 0.5, 1.0)
+    spread = rng.lognormal(0.0, skew, n_srv)
+    slowed = rng.random(n_srv) < straggler
+    server_mult = spread * np.where(slowed, STRAGGLER_SLOWDOWN, 1.0)
     # Power per server from its platform's idle/peak watts (trainers of GPU runs are GPU servers; the rest
     # CPU servers).
     server_platform = (
         pl.when(pl.col("role") == "trainer").then(pl.col("platform")).otherwise(pl.lit(hw.remote_ps_platform))
     )
     watts = {p: (float(v.idle_w or 0), float(v.peak_w or 0)) for p, v in hw.platforms.items()}
-    servers = servers.with_columns(
+    return servers.with_columns(
         pl.Series("_mult", server_mult),
-        pl.Series("_sd", noise_sd),
+        pl.Series("_straggler", slowed),
+        pl.Series("_sd", noise_sd * noise_scale),
         server_platform.replace_strict({p: w[0] for p, w in watts.items()}, return_dtype=pl.Float64).alias(
             "_idle_w"
         ),
@@ -309,6 +323,14 @@ def sample_utilisation(runs: pl.DataFrame, seed: int, day: str, hw: HardwareCata
         ),
     )
 
+
+def sample_utilisation(
+    runs: pl.DataFrame, seed: int, day: str, hw: HardwareCatalog, noise_scale: float = 1.0
+) -> pl.DataFrame:
+    """Per-server time series for every run: role means from the model, with warm-up, noise and stragglers.
+    ``noise_scale`` multiplies the sample-to-sample noise (1: the fleet's own)."""
+    rng = day_rng(seed + 1, day)
+    servers = server_draws(runs, rng, hw, noise_scale)
     samples = servers.with_columns(pl.int_ranges(0, pl.col("n_samples")).alias("k")).explode("k")
     n = samples.height
     k = samples.get_column("k").to_numpy()
@@ -348,10 +370,24 @@ def sample_utilisation(runs: pl.DataFrame, seed: int, day: str, hw: HardwareCata
 
 
 def sample_day(
-    day: str, n_runs: int, seed: int, hw: HardwareCatalog, models: dict[str, ModelSpec]
+    day: str,
+    n_runs: int,
+    seed: int,
+    hw: HardwareCatalog,
+    models: dict[str, ModelSpec],
+    *,
+    truth: bool = False,
+    noise_scale: float = 1.0,
 ) -> DayFleet:
-    """One day's runs (landing columns only) and their utilisation samples."""
+    """One day's runs (landing columns only) and their utilisation samples; with ``truth``, also the truth
+    of the stragglers, hot shards and over-provisioning it made. ``noise_scale`` multiplies the
+    sample-to-sample noise (the truth does not depend on it)."""
     runs = sample_runs(day, n_runs, seed, hw, models)
-    samples = sample_utilisation(runs, seed, day, hw)
+    samples = sample_utilisation(runs, seed, day, hw, noise_scale)
     landing_cols = [c for c in runs.columns if not c.endswith("_util") and not c.startswith("_")]
-    return DayFleet(day=day, runs=runs.select(landing_cols), samples=samples)
+    made = None
+    if truth:
+        from synthetic_fleet.truth import waste_truth
+
+        made = waste_truth(runs, seed, day, hw)
+    return DayFleet(day=day, runs=runs.select(landing_cols), samples=samples, truth=made)

@@ -1,4 +1,6 @@
-"""Landing-file writers: landing/<source>/<YYYY-MM-DD>/<table>.<ext>, byte-for-byte reproducible."""
+"""Landing-file writers: landing/<source>/<YYYY-MM-DD>/<table>.<ext>, byte-for-byte reproducible; and the
+sampler's truth of the waste it made, beside the landing root in truth/<source>/<YYYY-MM-DD>/ (never ingested:
+the analysis does not read it, tests compare with it)."""
 
 from __future__ import annotations
 
@@ -14,8 +16,10 @@ import polars as pl
 from pipelines.lib import fileio
 from synthetic_fleet.catalog import HardwareCatalog, ModelSpec
 from synthetic_fleet.sampler import DayFleet, sample_day
+from synthetic_fleet.truth import WasteTruth
 
 FORMATS = ("jsonl", "csv", "parquet")
+TRUTH_FILES = {"servers": "waste_truth_servers.parquet", "roles": "waste_truth_roles.parquet"}
 TS_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 
@@ -37,6 +41,27 @@ def _encode(frame: pl.DataFrame, fmt: str) -> bytes:
     return buf.getvalue()
 
 
+def truth_root(landing: Path) -> Path:
+    """Where the truth of a landing root goes: truth/ beside it (<data home>/truth for the data home)."""
+    return landing.parent / "truth"
+
+
+def write_truth(truth: WasteTruth, folder: Path) -> list[Path]:
+    """One day's truth as Parquet files in ``folder``."""
+    written = []
+    for key, name in TRUTH_FILES.items():
+        path = folder / name
+        with fileio.atomic_target(path) as tmp:
+            getattr(truth, key).write_parquet(tmp, compression="zstd", statistics=False)
+        written.append(path)
+    return written
+
+
+def read_truth(folder: Path) -> WasteTruth:
+    """A day's truth as ``write_truth`` wrote it."""
+    return WasteTruth(**{key: pl.read_parquet(folder / name) for key, name in TRUTH_FILES.items()})
+
+
 def write_day(
     fleet: DayFleet,
     landing: Path,
@@ -45,8 +70,11 @@ def write_day(
     fmt: str = "jsonl",
     gzip_level: int | None = None,
 ) -> list[Path]:
-    """Write one day's runs and samples as landing files; returns their paths."""
+    """Write one day's runs and samples as landing files, and its truth (if drawn) beside the landing root;
+    returns the landing files' paths."""
     folder = landing / source / fleet.day
+    if fleet.truth is not None:
+        write_truth(fleet.truth, truth_root(landing) / source / fleet.day)
     written = []
     for table, frame in (("runs", fleet.runs), ("utilisation_samples", fleet.samples)):
         name = f"{table}.{fmt}"
@@ -80,9 +108,11 @@ def write_fleet(
     fmt: str = "jsonl",
     gzip_level: int | None = None,
     on_day: Callable[[DayFleet, list[Path]], None] | None = None,
+    truth: bool = False,
 ) -> None:
     """Generate day after day while a writer thread writes the previous day (encoding and I/O release the
-    GIL), so generation overlaps with writing; at most two days are in memory at once."""
+    GIL), so generation overlaps with writing; at most two days are in memory at once. With ``truth``, each
+    day's truth is written beside the landing root too."""
     handoff: queue.Queue = queue.Queue(maxsize=1)
     failure: list[BaseException] = []
 
@@ -101,7 +131,7 @@ def write_fleet(
         for day in days:
             if failure:
                 break
-            handoff.put(sample_day(day, runs_per_day, seed, hw, models))
+            handoff.put(sample_day(day, runs_per_day, seed, hw, models, truth=truth))
     finally:
         handoff.put(None)
         thread.join()

@@ -20,7 +20,7 @@ from pipelines.lib.preflight import (
 )
 
 # Subcommands that read the data home's own hardware and model catalogs (catalog/*.yaml).
-USES_USER_CATALOG = {"demo", "synth", "run", "ingest", "whatif", "recommend"}
+USES_USER_CATALOG = {"demo", "synth", "run", "ingest", "whatif", "recommend", "waste"}
 
 
 def prepare(args: argparse.Namespace) -> None:

@@ -43,10 +43,12 @@ def synthesize(
     source: str = "synthetic",
     gzip_level: int | None = None,
     quiet: bool = False,
+    truth: bool = False,
 ) -> dict:
-    """Write a synthetic fleet into landing folder ``out`` from ``home``'s catalogs; returns counts."""
+    """Write a synthetic fleet into landing folder ``out`` from ``home``'s catalogs (with ``truth``, the
+    sampler's truth of the waste it made beside it, in truth/); returns counts."""
     from synthetic_fleet.catalog import load_hardware, load_models
-    from synthetic_fleet.writers import write_fleet
+    from synthetic_fleet.writers import truth_root, write_fleet
 
     home_catalog = home.user_catalog_dir
     hw, models = load_hardware(home_catalog / "hardware.yaml"), load_models(home_catalog / "models.yaml")
@@ -67,8 +69,20 @@ def synthesize(
         clock[0] = time.perf_counter()
 
     write_fleet(
-        days, runs_per_day, seed, hw, models, out, source=source, fmt=fmt, gzip_level=gzip_level, on_day=done
+        days,
+        runs_per_day,
+        seed,
+        hw,
+        models,
+        out,
+        source=source,
+        fmt=fmt,
+        gzip_level=gzip_level,
+        on_day=done,
+        truth=truth,
     )
+    if truth:
+        totals["truth"] = str(truth_root(out))
     return totals
 
 
@@ -86,11 +100,14 @@ def cmd_synth(args: argparse.Namespace) -> int:
         args.source,
         gzip_level=6 if args.gzip else None,
         quiet=args.json,
+        truth=args.truth,
     )
     if args.json:
         print(json.dumps(totals, indent=2))
     else:
         print(f"wrote {totals['runs']} runs and {totals['samples']:,} samples over {len(days)} days to {out}")
+        if args.truth:
+            print(f"the sampler's truth (stragglers, hot shards, servers needed) is in {totals['truth']}")
     return 0
 
 
@@ -215,7 +232,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         f"synthesising {args.days} days x {args.runs_per_day} runs (seed {args.seed}) into {home.landing}",
         flush=True,
     )
-    synthesize(home, home.landing, days, args.runs_per_day, args.seed, "jsonl")
+    synthesize(home, home.landing, days, args.runs_per_day, args.seed, "jsonl", truth=True)
     code = cmd_run(args, days)
     print(
         f"demo finished in {time.perf_counter() - start:.1f} s; data home {home.root}\n"

@@ -9,7 +9,7 @@ import re
 import sys
 from typing import NoReturn
 
-from pipelines.cli import analyst, data, model, recommend
+from pipelines.cli import analyst, data, model, recommend, waste
 from pipelines.lib.preflight import is_finite_or_text
 
 
@@ -76,6 +76,17 @@ def param(text: str) -> str:
     return text
 
 
+def fraction(text: str) -> float:
+    """A number in (0, 1]."""
+    try:
+        v = float(text)
+    except ValueError:
+        v = float("nan")
+    if not 0 < v <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number in (0, 1] (e.g. 0.8)")
+    return v
+
+
 def build_parser() -> argparse.ArgumentParser:
     workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     workers_help = f"days run at once, as concurrent Dagster runs (default {workers}: one per core)"
@@ -121,6 +132,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--format", choices=("jsonl", "csv", "parquet"), default="jsonl", help="file format (default jsonl)"
     )
     s.add_argument("--gzip", action="store_true", help="gzip jsonl/csv files")
+    s.add_argument(
+        "--truth",
+        action="store_true",
+        help="also write the sampler's truth of the waste it made (stragglers, hot shards, servers each run "
+        "needs) beside the landing root, in truth/; never ingested",
+    )
     s.add_argument("--json", action="store_true", help="print counts and file paths as JSON")
     s.add_argument("--home", help=home_help + "; its catalog/ extends the built-in hardware and models")
     s.set_defaults(func=data.cmd_synth)
@@ -218,6 +235,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rp.add_argument("--home", help=home_help)
     rp.set_defaults(func=analyst.cmd_report)
+
+    ws = sub.add_parser(
+        "waste", help="where the fleet wastes machines: servers and kW to win back, top runs, outliers"
+    )
+    ws.add_argument(
+        "--from", dest="date_from", type=day, help="first day YYYY-MM-DD (default: the first in the lake)"
+    )
+    ws.add_argument(
+        "--to", dest="date_to", type=day, help="last day YYYY-MM-DD (default: the last in the lake)"
+    )
+    ws.add_argument(
+        "--target",
+        type=fraction,
+        help="p95 utilisation target to right-size against (default: what the nightly run used, 0.8); "
+        "recomputed from the stored per-day aggregates",
+    )
+    ws.add_argument("--top", type=at_least_one, default=10, help="runs to list (default 10)")
+    ws.add_argument("--home", help=home_help)
+    ws.add_argument("--json", action="store_true", help="totals, tables and runs as JSON")
+    ws.set_defaults(func=waste.cmd_waste)
 
     u = sub.add_parser("ui", help="start the Dagster UI on the data home's instance")
     u.add_argument("--home", help=home_help)

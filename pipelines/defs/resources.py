@@ -4,7 +4,7 @@ import dagster as dg
 
 from pipelines.lib.paths import DataHome
 from pipelines.runs import WORKER_TAG, this_worker
-from synthetic_fleet.catalog import HardwareCatalog, load_hardware
+from synthetic_fleet.catalog import HardwareCatalog, ModelSpec, load_hardware, load_models
 
 
 class FleetHome(dg.ConfigurableResource):
@@ -24,6 +24,10 @@ class FleetHome(dg.ConfigurableResource):
     def hardware(self) -> HardwareCatalog:
         """Built-in hardware catalog plus the user's machines in <home>/catalog/hardware.yaml."""
         return load_hardware(self.data_home().user_catalog_dir / "hardware.yaml")
+
+    def models(self) -> dict[str, ModelSpec]:
+        """Built-in model catalog plus the user's models in <home>/catalog/models.yaml."""
+        return load_models(self.data_home().user_catalog_dir / "models.yaml")
 
 
 @dg.definitions

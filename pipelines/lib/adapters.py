@@ -315,8 +315,11 @@ def adapt_mlperf(folder: Path) -> Adapted:
     raw = _canonical(pl.concat(parts, how="vertical_relaxed"))
 
     def ms(c: str) -> pl.Expr:
-        seconds = pl.col(c).cast(pl.Float64, strict=False).cast(pl.Int64)
-        return pl.from_epoch(seconds * 1000, time_unit="us").dt.replace_time_zone("UTC")
+        # MLLOG times are epoch milliseconds, but some logs give seconds (1.59e9 read as ms is 1970-01-19):
+        # a value below 1e11 cannot be milliseconds of this century, so it is seconds.
+        v = pl.col(c).cast(pl.Float64, strict=False)
+        micros = pl.when(v < 1e11).then(v * 1e6).otherwise(v * 1e3).cast(pl.Int64)
+        return pl.from_epoch(micros, time_unit="us").dt.replace_time_zone("UTC")
 
     platform = pl.lit("mlperf_") + _slug(
         pl.col("system_json_path").str.replace(r"\.json$", "").str.replace("/systems/", "_")

@@ -53,17 +53,33 @@ def _exec(con: duckdb.DuckDBPyConnection, name: str, params: dict | None = None)
     con.execute(sql_text(name), params or {})
 
 
+def partition_relation(home: DataHome, table: str, day: str) -> Relation:
+    """One day of a table as its Parquet file, which DuckDB scans out of core (an empty frame if none)."""
+    path = lake.partition_path(home, table, day)
+    return path if path.exists() else lake.read_partition(home, table, day)
+
+
 def day_inputs(home: DataHome, day: str) -> tuple[pl.DataFrame, Relation]:
     """(runs, utilisation_samples) of one day: runs in memory (one row per run), samples as their
-    Parquet file, which DuckDB scans out of core (an empty frame if the day has none)."""
-    path = lake.partition_path(home, "utilisation_samples", day)
-    samples = path if path.exists() else lake.read_partition(home, "utilisation_samples", day)
-    return lake.read_partition(home, "runs", day), samples
+    Parquet file (an empty frame if the day has none)."""
+    return lake.read_partition(home, "runs", day), partition_relation(home, "utilisation_samples", day)
 
 
-def run_role_stats(runs: pl.DataFrame, samples: Relation, day: str) -> pl.DataFrame:
-    """Per run x role x resource statistics of one day."""
-    with connection(runs=runs, samples=samples) as con:
+def window_s() -> int:
+    """Length of a server window in seconds (server_windows' contract parameter)."""
+    return int(contract("server_windows").parameters["window_s"])
+
+
+def server_windows(samples: Relation, day: str) -> pl.DataFrame:
+    """Per run x server x hour window of one day: samples and mean utilisation of each resource."""
+    with connection(samples=samples) as con:
+        out = _query(con, "transforms/server_windows.sql", {"day": day, "window_s": window_s()})
+    return contract("server_windows").conform(out)
+
+
+def run_role_stats(runs: pl.DataFrame, samples: Relation, day: str, windows: Relation) -> pl.DataFrame:
+    """Per run x role x resource statistics of one day; servers counted from the day's ``windows``."""
+    with connection(runs=runs, samples=samples, server_windows=windows) as con:
         out = _query(con, "transforms/run_role_stats.sql", {"day": day})
     return contract("run_role_stats").conform(out)
 

@@ -307,6 +307,13 @@ def _size_servers(frame: pl.DataFrame, hw: HardwareCatalog, coef: Coefficients =
     return frame.with_columns(pl.Series("n_readers", n_rd.astype(np.int32)))
 
 
+def binding_counts(systems: pl.DataFrame, hw: HardwareCatalog, coef: Coefficients = DEFAULT) -> pl.DataFrame:
+    """``systems`` with sparse PS, dense PS and readers at the counts the recommender gives them (its
+    binding-constraint sizing, ``_size_servers``); a tier at 0 servers is sized from scratch. Right-sizing
+    (pipelines/lib/waste.py) calls this so that it never goes below what a recommendation would hold."""
+    return _size_servers(systems, hw, coef)
+
+
 # ------------------------------------------------------------------------------------ predictions
 
 

@@ -1,8 +1,8 @@
 -- Per run x role x resource: servers, samples, mean / p50 / p95 / max utilisation of one day.
--- Reads the registered relations `samples` and `runs`. The samples are aggregated first and the run's system
--- joined to the (few) aggregated rows; a resource's servers are those with at least one value of it, counted
--- from one row per server rather than by a distinct count over every sample; resource names lose their
--- `_util` suffix after aggregation.
+-- Reads the registered relations `samples`, `server_windows` and `runs`. The samples are aggregated first and
+-- the run's system joined to the (few) aggregated rows; a resource's servers are those with at least one value
+-- of it, counted from server_windows (the day's scan per server) rather than by a distinct count over every
+-- sample; resource names lose their `_util` suffix after aggregation.
 WITH long AS (
     UNPIVOT (SELECT run_id, role, cpu_util, mem_cap_util, mem_bw_util, net_bw_util, gpu_util, gpu_mem_util FROM samples)
     ON cpu_util, mem_cap_util, mem_bw_util, net_bw_util, gpu_util, gpu_mem_util
@@ -22,7 +22,7 @@ per_server AS (
            count(cpu_util) > 0 AS cpu_util, count(mem_cap_util) > 0 AS mem_cap_util,
            count(mem_bw_util) > 0 AS mem_bw_util, count(net_bw_util) > 0 AS net_bw_util,
            count(gpu_util) > 0 AS gpu_util, count(gpu_mem_util) > 0 AS gpu_mem_util
-    FROM samples
+    FROM server_windows
     GROUP BY run_id, role, server_id
 ),
 servers AS (

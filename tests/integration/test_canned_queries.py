@@ -34,6 +34,13 @@ def test_canned_query_runs(catalog, name):
         assert result.height == 0
     if name == "recommended_options":
         assert result.height >= 2 and result["explanation"].str.starts_with("Recommended.").all()
+    if name in (
+        "waste_by_model_platform",
+        "waste_top_runs",
+        "stragglers_and_hot_shards",
+        "ps_oversized_share",
+    ):
+        assert result.height > 0
 
 
 def test_query_parameters_are_bound_and_checked(catalog):
@@ -47,3 +54,18 @@ def test_query_parameters_are_bound_and_checked(catalog):
     assert q.constants["n_bins"] == contract("util_distribution").parameters["n_bins"]
     with pytest.raises(KeyError, match="n_bins is a property of the stored data"):
         queries.run(catalog, "utilisation_quantiles_for_days", {"n_bins": "10"})
+
+
+def test_waste_queries_answer_over_a_day_range(catalog):
+    top = queries.run(catalog, "waste_top_runs", {"top": 1})
+    assert top["run_id"].n_unique() == 1 and top["servers_recoverable"].sum() > 0
+    assert (
+        queries.run(
+            catalog, "waste_by_model_platform", {"first_day": "2000-01-01", "last_day": "2000-01-02"}
+        ).height
+        == 0
+    )
+    share = queries.run(catalog, "ps_oversized_share").row(0, named=True)
+    assert (
+        share["source"] == "synthetic" and share["ps_judged"] == share["ps_held"] > share["ps_oversized"] > 0
+    )

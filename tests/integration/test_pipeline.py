@@ -23,6 +23,10 @@ VIEWS = [
     "server_count_hist",
     "hardware_fit",
     "recommendations",
+    "server_windows",
+    "run_efficiency",
+    "server_outliers",
+    "waste_summary",
 ]
 
 

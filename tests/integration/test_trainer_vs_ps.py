@@ -16,7 +16,9 @@ def test_trainer_vs_ps_shows_the_paper_pattern_per_model_on_cpu_clusters(tmp_pat
         runs = fleet.runs.with_columns(
             pl.lit(day).str.to_date().alias("day"), pl.lit("synthetic").alias("source")
         )
-        stats = analytics.run_role_stats(runs, fleet.samples, day)
+        stats = analytics.run_role_stats(
+            runs, fleet.samples, day, analytics.server_windows(fleet.samples, day)
+        )
         files.append(
             str(
                 lake.write_partition(

@@ -58,7 +58,9 @@ def day_frames(small_day):
 
 def test_run_role_stats_match_a_direct_computation(day_frames):
     runs, samples = day_frames
-    got = analytics.run_role_stats(runs, samples, "2026-11-20")
+    got = analytics.run_role_stats(
+        runs, samples, "2026-11-20", analytics.server_windows(samples, "2026-11-20")
+    )
     want = (
         _long(runs, samples)
         .group_by("run_id", *SYSTEM, "role", "resource")
@@ -87,7 +89,9 @@ def test_run_role_stats_match_a_direct_computation(day_frames):
 
 def test_sample_histograms_match_a_direct_computation(day_frames):
     runs, samples = day_frames
-    stats = analytics.run_role_stats(runs, samples, "2026-11-20")
+    stats = analytics.run_role_stats(
+        runs, samples, "2026-11-20", analytics.server_windows(samples, "2026-11-20")
+    )
     got = analytics.util_distribution(runs, samples, stats, "2026-11-20").filter(
         pl.col("statistic") == "sample"
     )
@@ -103,3 +107,24 @@ def test_sample_histograms_match_a_direct_computation(day_frames):
     assert got.height == want.height == joined.height
     assert (joined["n"] == joined["n_want"].cast(joined["n"].dtype)).all()
     assert got["n"].sum() == samples.select(pl.sum_horizontal(pl.col(UTIL).is_not_null())).sum().item()
+
+
+def test_server_windows_match_a_direct_computation(day_frames):
+    _, samples = day_frames
+    got = analytics.server_windows(samples, "2026-11-20")
+    hour = pl.col("ts").dt.truncate("1h").alias("window_start")
+    want = samples.group_by("run_id", "server_id", "role", hour).agg(
+        pl.len().alias("n_samples"),
+        pl.col("ts").min().alias("first_ts"),
+        pl.col("ts").max().alias("last_ts"),
+        *[pl.col(c).mean() for c in UTIL],
+    )
+    keys = ["run_id", "server_id", "window_start"]
+    joined = got.join(want, on=keys, how="full", suffix="_want", coalesce=True)
+    assert got.height == want.height == joined.height
+    assert analytics.window_s() == 3600
+    for c in ["role", "n_samples", "first_ts", "last_ts"]:
+        assert (joined[c] == joined[f"{c}_want"].cast(joined[c].dtype)).all(), c
+    for c in UTIL:
+        assert ((joined[c] - joined[f"{c}_want"]).abs().fill_null(0).max() or 0) < 1e-12, c
+        assert (joined[c].is_null() == joined[f"{c}_want"].is_null()).all(), c

@@ -6,7 +6,8 @@ from pipelines.cli.parser import build_parser
 
 
 @pytest.mark.parametrize(
-    "command", ["demo", "synth", "run", "ingest", "query", "report", "calibrate", "whatif", "recommend", "ui"]
+    "command",
+    ["demo", "synth", "run", "ingest", "query", "report", "calibrate", "whatif", "recommend", "waste", "ui"],
 )
 def test_every_option_is_described(command):
     sub = next(a for a in build_parser()._actions if a.dest == "command").choices[command]

@@ -41,7 +41,7 @@ def _summaries(tmp_path, days: list[tuple[list[float], list[float]]]):
     for k, (trainer, ps) in enumerate(days):
         day = f"2026-01-{k + 1:02d}"
         runs, samples = _day_frames(day, trainer, ps)
-        stats = analytics.run_role_stats(runs, samples, day)
+        stats = analytics.run_role_stats(runs, samples, day, analytics.server_windows(samples, day))
         files.append(
             str(
                 lake.write_partition(

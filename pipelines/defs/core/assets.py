@@ -1,4 +1,4 @@
-"""Core layer: per run, role and resource statistics."""
+"""Core layer: per server and hour window, and per run, role and resource statistics."""
 
 import dagster as dg
 
@@ -9,10 +9,37 @@ from pipelines.lib import analytics, lake
 
 
 @dg.asset(
+    name="server_windows",
+    group_name="core",
+    partitions_def=DAILY,
+    deps=["utilisation_samples"],
+    kinds={"duckdb", "parquet"},
+    owners=OWNERS,
+    description=description("server_windows"),
+    metadata=spec_metadata("server_windows"),
+    tags={"layer": "core"},
+)
+def server_windows(context: dg.AssetExecutionContext, fleet: FleetHome) -> dg.MaterializeResult:
+    """Samples and mean utilisation per run x server x hour window: the day's one scan per server."""
+    day = context.partition_key
+    home = fleet.data_home()
+    _, samples = analytics.day_inputs(home, day)
+    windows = analytics.server_windows(samples, day)
+    path = lake.write_partition(home, "server_windows", day, windows)
+    return dg.MaterializeResult(
+        metadata={
+            "dagster/row_count": windows.height,
+            "path": dg.MetadataValue.path(str(path)),
+            "servers": windows.select("run_id", "server_id").n_unique(),
+        }
+    )
+
+
+@dg.asset(
     name="run_role_stats",
     group_name="core",
     partitions_def=DAILY,
-    deps=["runs", "utilisation_samples"],
+    deps=["runs", "utilisation_samples", "server_windows"],
     kinds={"duckdb", "parquet"},
     owners=OWNERS,
     description=description("run_role_stats"),
@@ -24,7 +51,8 @@ def run_role_stats(context: dg.AssetExecutionContext, fleet: FleetHome) -> dg.Ma
     day = context.partition_key
     home = fleet.data_home()
     runs, samples = analytics.day_inputs(home, day)
-    stats = analytics.run_role_stats(runs, samples, day)
+    windows = analytics.partition_relation(home, "server_windows", day)
+    stats = analytics.run_role_stats(runs, samples, day, windows)
     path = lake.write_partition(home, "run_role_stats", day, stats)
     return dg.MaterializeResult(
         metadata={

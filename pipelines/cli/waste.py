@@ -1,0 +1,80 @@
+"""`fleet waste`: where the fleet wastes machines, in the terminal (servers and kW to win back, the runs that
+hold the most, stragglers and hot shards)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import polars as pl
+
+from pipelines.lib.paths import DataHome
+from pipelines.lib.preflight import UsageError
+
+
+def _text(view: dict) -> str:
+    from pipelines.lib.render import plain_table
+
+    t = view["totals"]
+    share = t["servers_recoverable"] / t["servers_judged"] if t["servers_judged"] else 0.0
+    targets = ", ".join(f"{x:g}" for x in t["target_p95_util"])
+    basis = ", ".join(f"{k} {v:,}" for k, v in t["basis"].items())
+    lines = [
+        f"Where the fleet wastes machines: {t['first_day']} .. {t['last_day']} ({t['days']} days, "
+        f"{t['runs']:,} runs; target p95 <= {targets})",
+        f"  servers held {t['n_servers']:,} (right-sized {t['servers_judged']:,}); right-sized count "
+        f"{t['right_sized_servers']:,}; recoverable {t['servers_recoverable']:,} ({share:.0%})",
+        f"  provisioned power recoverable {t['provisioned_kw_recoverable'] or 0:,.1f} kW",
+        f"  servers by sizing basis: {basis}",
+        f"  stragglers: {t['stragglers']:,} servers in {t['runs_with_stragglers']:,} runs; "
+        f"hot shards: {t['hot_shards']:,} servers in {t['runs_with_hot_shards']:,} runs",
+        "",
+        "By role",
+        plain_table(view["by_role"]),
+        "",
+        "By model and platform",
+        plain_table(view["by_model_platform"]),
+        "",
+        f"Top {view['top_runs'].height} runs by recoverable servers "
+        "(role held -> right-sized, binding resource p95 now -> after)",
+        plain_table(view["top_runs"]),
+    ]
+    return "\n".join(lines)
+
+
+def _json(view: dict) -> str:
+    from pipelines.lib.render import plain_value
+
+    return json.dumps(
+        {k: plain_value(v.to_dicts() if isinstance(v, pl.DataFrame) else v) for k, v in view.items()},
+        indent=2,
+    )
+
+
+def cmd_waste(args: argparse.Namespace) -> int:
+    """Totals, by role, by model and platform, and the top runs over a day range of the lake."""
+    from pipelines.lib import waste
+
+    if args.date_from and args.date_to and args.date_to < args.date_from:
+        raise UsageError(
+            f"--to {args.date_to} is before --from {args.date_from}; give the first day with --from"
+        )
+    home = DataHome.resolve(args.home)
+    if not waste.lake_days(home, "run_efficiency"):
+        print(
+            f"fleet waste: no right-sizing in {home.lake}; "
+            "run `fleet demo`, or `fleet run` after delivering data",
+            file=sys.stderr,
+        )
+        return 2
+    view = waste.answer(home, args.date_from, args.date_to, args.target, args.top)
+    if view is None:
+        print(
+            f"fleet waste: no right-sized runs between {args.date_from or 'the first day'} and "
+            f"{args.date_to or 'the last day'}; `fleet query catalog_totals` shows what the lake holds",
+            file=sys.stderr,
+        )
+        return 2
+    print(_json(view) if args.json else _text(view))
+    return 0

@@ -1,0 +1,120 @@
+"""Out layer: where the fleet wastes machines. Per day: right-sizing per run and role, stragglers and hot
+shards; merged over every day: fleet totals."""
+
+import dagster as dg
+import polars as pl
+
+from pipelines.defs.metadata import OWNERS, description, preview, spec_metadata
+from pipelines.defs.out.assets import FRESHNESS, _daily, _written
+from pipelines.defs.resources import FleetHome
+from pipelines.lib import analytics, lake, waste
+
+
+class WasteTargets(dg.Config):
+    """Overrides of the targets for one materialisation (unset: the contracts' parameters, README
+    "Right-sizing")."""
+
+    target_p95_util: float | None = None
+    straggler_ratio: float | None = None
+    hot_shard_ratio: float | None = None
+    sustained_share: float | None = None
+
+    def targets(self) -> waste.Targets:
+        return waste.Targets.defaults(**{k: v for k, v in self.model_dump().items() if v is not None})
+
+
+def _kw(watts: pl.Series) -> float:
+    return round(float(watts.sum() or 0) / 1000, 1)
+
+
+@_daily("run_efficiency", ["runs", "run_role_stats", "server_windows"], {"polars", "parquet"})
+def run_efficiency(
+    context: dg.AssetExecutionContext, fleet: FleetHome, config: WasteTargets
+) -> dg.MaterializeResult:
+    """Right-sizing per run and role of the day: servers and provisioned kW recoverable."""
+    day = context.partition_key
+    home = fleet.data_home()
+    eff = waste.run_efficiency(
+        lake.read_partition(home, "runs", day),
+        lake.read_partition(home, "run_role_stats", day),
+        analytics.partition_relation(home, "server_windows", day),
+        day,
+        fleet.hardware(),
+        fleet.models(),
+        config.targets(),
+    )
+    by_role = eff.group_by("role").agg(
+        pl.col("n_servers").sum(),
+        pl.col("servers_recoverable").sum(),
+        (pl.col("provisioned_w_recoverable").sum() / 1000).round(1).alias("provisioned_kw_recoverable"),
+    )
+    top = eff.sort("servers_recoverable", descending=True, nulls_last=True).select(
+        "run_id", "role", "n_servers", "right_sized_servers", "binding_resource", "binding_p95_util", "basis"
+    )
+    return _written(
+        lake.write_partition(home, "run_efficiency", day, eff),
+        eff,
+        servers_recoverable=int(eff["servers_recoverable"].sum() or 0),
+        provisioned_kw_recoverable=_kw(eff["provisioned_w_recoverable"]),
+        servers_held=int(eff["n_servers"].sum() or 0),
+        target_p95_util=float(config.targets().target_p95_util),
+        by_role=preview(by_role.sort("role")),
+        by_basis=dg.MetadataValue.json(
+            dict(eff.group_by("basis").agg(pl.col("n_servers").sum()).iter_rows())
+        ),
+        top_runs=preview(top),
+    )
+
+
+@_daily("server_outliers", ["runs", "server_windows"], {"duckdb", "parquet"})
+def server_outliers(
+    context: dg.AssetExecutionContext, fleet: FleetHome, config: WasteTargets
+) -> dg.MaterializeResult:
+    """Stragglers and hot shards of the day, with which server, how long and how far off."""
+    day = context.partition_key
+    home = fleet.data_home()
+    found = waste.server_outliers(
+        lake.read_partition(home, "runs", day),
+        analytics.partition_relation(home, "server_windows", day),
+        day,
+        config.targets(),
+    )
+    kinds = found["kind"]
+    return _written(
+        lake.write_partition(home, "server_outliers", day, found),
+        found,
+        stragglers=int((kinds == "straggler").sum()),
+        hot_shards=int((kinds == "hot_shard").sum()),
+        runs_flagged=found["run_id"].n_unique(),
+        preview=preview(found.select("run_id", "server_id", "kind", "resource", "ratio", "flagged_s")),
+    )
+
+
+@dg.asset(
+    name="waste_summary",
+    group_name="out",
+    deps=["run_efficiency", "server_outliers"],
+    kinds={"duckdb", "parquet"},
+    owners=OWNERS,
+    description=description("waste_summary"),
+    metadata=spec_metadata("waste_summary"),
+    tags={"layer": "out"},
+    freshness_policy=FRESHNESS,
+)
+def waste_summary(fleet: FleetHome) -> dg.MaterializeResult:
+    """Fleet totals per day, model, platform and role, merged from every day's right-sizing and outliers."""
+    home = fleet.data_home()
+    summary = waste.waste_summary(
+        lake.table_files(home, "run_efficiency"), lake.table_files(home, "server_outliers")
+    )
+    per_day = summary.group_by("day").agg(
+        pl.col("servers_recoverable").sum(), pl.col("provisioned_kw_recoverable").sum().round(1)
+    )
+    return _written(
+        lake.write_table(home, "waste_summary", summary),
+        summary,
+        days_merged=per_day.height,
+        servers_recoverable=int(summary["servers_recoverable"].sum() or 0),
+        provisioned_kw_recoverable=round(float(summary["provisioned_kw_recoverable"].sum() or 0), 1),
+        per_day=preview(per_day.sort("day"), rows=31),
+    )
