@@ -146,7 +146,7 @@ def side_analytics(args: dict) -> dict:
     with tempfile.TemporaryDirectory(dir=args["tmp"]) as tmp:
         home = _ingested(args, Path(tmp))
         runs = lake.read_partition(home, "runs", args["day"])
-        path = lake.partition_path(home, "utilisation_samples", args["day"])
+        path = analytics.partition_relation(home, "utilisation_samples", args["day"])
         start = time.perf_counter()
         windows = analytics.server_windows(path, args["day"])
         stats = analytics.run_role_stats(runs, path, args["day"], windows)
@@ -179,7 +179,7 @@ def side_analytics_duckdb(args: dict) -> dict:
         home = _ingested(args, Path(tmp))
         from pipelines.lib import lake
 
-        path = lake.partition_path(home, "utilisation_samples", args["day"])
+        (path,) = lake.table_files(home, "utilisation_samples", args["day"])
         start = time.perf_counter()
         con = duckdb.connect()
         con.execute(HAND_SQL, {"f": str(path)}).fetchall()
@@ -197,7 +197,7 @@ def side_analytics_polars(args: dict) -> dict:
         home = _ingested(args, Path(tmp))
         from pipelines.lib import lake
 
-        path = lake.partition_path(home, "utilisation_samples", args["day"])
+        (path,) = lake.table_files(home, "utilisation_samples", args["day"])
         start = time.perf_counter()
         long = (
             pl.scan_parquet(path)
@@ -228,7 +228,7 @@ def side_analytics_pandas(args: dict) -> dict:
         home = _ingested(args, Path(tmp))
         from pipelines.lib import lake
 
-        path = lake.partition_path(home, "utilisation_samples", args["day"])
+        (path,) = lake.table_files(home, "utilisation_samples", args["day"])
         start = time.perf_counter()
         df = pd.read_parquet(path, columns=["run_id", "server_id", "role", *UTIL])
         long = df.melt(
@@ -275,12 +275,11 @@ def side_night_assets(args: dict) -> dict:
 
     from pipelines.definitions import build_defs
     from pipelines.lib.paths import DataHome
-    from pipelines.orchestrate import JOB, QUIET, ensure_instance
+    from pipelines.orchestrate import JOB, ensure_instance, run_config
 
     with tempfile.TemporaryDirectory(dir=args["tmp"]) as tmp:
         home = DataHome.resolve(fresh_home(Path(tmp), [Path(t) for t in args["trees"]]))
         os.environ["DAGSTER_HOME"] = str(home.dagster_home)
-        os.environ["FLEET_HOME"] = str(home.root)
         start = time.perf_counter()
         instance = ensure_instance(home)
         defs = build_defs(home, start=min(args["days"]))
@@ -293,7 +292,7 @@ def side_night_assets(args: dict) -> dict:
         runs = [(daily, day) for day in args["days"]] + [(merged, args["days"][-1])]
         run_ids = [
             job.execute_in_process(
-                asset_selection=selection, partition_key=day, instance=instance, run_config=QUIET
+                asset_selection=selection, partition_key=day, instance=instance, run_config=run_config(home)
             ).run_id
             for selection, day in runs
         ]

@@ -15,7 +15,6 @@ import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
-from pathlib import Path
 
 import dagster as dg
 from dagster._utils.interrupts import check_captured_interrupt  # Dagster keeps a signal it captured here
@@ -37,6 +36,11 @@ JOB = "nightly"
 # would print each step failure with its stack trace first. The run's events stay in the instance (the UI).
 QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 POOL_WAIT_S = float(os.environ.get("FLEET_POOL_WAIT_S", "600"))  # longest wait for the warehouse pool
+
+
+def run_config(home: DataHome) -> dict:
+    """The run's configuration: quiet console, and the data home and lake given to its FleetHome."""
+    return {**QUIET, "resources": {"fleet": {"config": {"home": str(home.root), "lake": home.lake_uri}}}}
 
 
 class PoolBusy(Unavailable):
@@ -88,23 +92,21 @@ def _graph(home: DataHome, first_day: str) -> tuple[dg.JobDefinition, list[dg.As
 
 
 @functools.cache
-def _worker_graph(home_root: str, first_day: str) -> tuple[dg.JobDefinition, list[dg.AssetKey]]:
-    job, daily, _ = _graph(DataHome(Path(home_root)), first_day)
+def _worker_graph(home: DataHome, first_day: str) -> tuple[dg.JobDefinition, list[dg.AssetKey]]:
+    job, daily, _ = _graph(home, first_day)
     return job, daily
 
 
 def _run_day(
-    home_root: str, first_day: str, day: str, tags: dict[str, str]
+    home: DataHome, first_day: str, day: str, tags: dict[str, str]
 ) -> tuple[str, str, float, list[str]]:
     """One day's daily assets as one run of the nightly job (in this process or a worker process); the
     day, the run, its seconds and the checks that did not pass."""
     start = time.perf_counter()
-    home = DataHome(Path(home_root))
     instance = ensure_instance(home)
-    os.environ["FLEET_HOME"] = home_root
-    job, daily = _worker_graph(home_root, first_day)
+    job, daily = _worker_graph(home, first_day)
     res = job.execute_in_process(
-        asset_selection=daily, partition_key=day, instance=instance, tags=tags, run_config=QUIET
+        asset_selection=daily, partition_key=day, instance=instance, tags=tags, run_config=run_config(home)
     )
     failed = [
         f"{e.asset_key.to_user_string()}/{e.check_name} ({e.severity.value.lower()}): {e.description}"
@@ -163,8 +165,6 @@ def _run_all(
         progress(
             f"  skipped {', '.join(early)}: not over yet (UTC), so not a daily partition; run it tomorrow"
         )
-    # The job's resources are bound in the code location; its FleetHome reads $FLEET_HOME.
-    os.environ["FLEET_HOME"] = str(home.root)
     first = min(days) if days else partitions_start(home)
     job, daily, merged = _graph(home, first)
     tags = {"fleet/trigger": "cli", WORKER_TAG: this_worker()}
@@ -183,12 +183,12 @@ def _run_all(
     if workers > 1 and len(days) > 1:
         ctx = multiprocessing.get_context("spawn")  # no fork of a process with DuckDB and polars threads
         with ProcessPoolExecutor(max_workers=min(workers, len(days)), mp_context=ctx) as pool:
-            futures = [pool.submit(_run_day, str(home.root), first, d, tags) for d in days]
+            futures = [pool.submit(_run_day, home, first, d, tags) for d in days]
             for i, fut in enumerate(as_completed(futures), 1):
                 done(i, *fut.result())
     else:
         for i, day in enumerate(days, 1):
-            done(i, *_run_day(str(home.root), first, day, tags))
+            done(i, *_run_day(home, first, day, tags))
     t = time.perf_counter()
     progress(f"  merging {len(days)} day(s) of partials, rebuilding the analyst catalog and the report ...")
     last = days[-1] if days else _last_partition(home, first)
@@ -200,7 +200,7 @@ def _run_all(
             partition_key=last,
             instance=instance,
             tags=tags,
-            run_config=QUIET,
+            run_config=run_config(home),
             run_id=run_id,
         )
     run_ids.append(res.run_id)

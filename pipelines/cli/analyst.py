@@ -45,7 +45,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     out = Path(args.out).resolve() if args.out else home.reports
     if not lake.table_files(home, "runs"):
         print(
-            f"fleet report: no runs in {home.lake}; run `fleet demo`, or `fleet run` after delivering data",
+            f"fleet report: no runs in {home.lake_uri}; "
+            "run `fleet demo`, or `fleet run` after delivering data",
             file=sys.stderr,
         )
         return 2

@@ -63,7 +63,7 @@ def cmd_waste(args: argparse.Namespace) -> int:
     home = DataHome.resolve(args.home)
     if not waste.lake_days(home, "run_efficiency"):
         print(
-            f"fleet waste: no right-sizing in {home.lake}; "
+            f"fleet waste: no right-sizing in {home.lake_uri}; "
             "run `fleet demo`, or `fleet run` after delivering data",
             file=sys.stderr,
         )

@@ -8,9 +8,12 @@ from synthetic_fleet.catalog import HardwareCatalog, ModelSpec, load_hardware, l
 
 
 class FleetHome(dg.ConfigurableResource):
-    """The data home. Empty ``home`` means ``$FLEET_HOME`` or ``./data``, resolved when a step runs."""
+    """The data home and its lake. Empty ``home`` means ``$FLEET_HOME`` or ``./data``; empty ``lake``
+    means ``$FLEET_LAKE`` or the home's lake/ folder (``s3://bucket/prefix`` for object storage);
+    resolved when a step runs. `fleet run` sets both in the run's configuration."""
 
     home: str = ""
+    lake: str = ""
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         # Name the process that executes the run, so a run it leaves behind when killed is marked failed.
@@ -19,7 +22,7 @@ class FleetHome(dg.ConfigurableResource):
             context.instance.add_run_tags(run.run_id, {WORKER_TAG: this_worker()})
 
     def data_home(self) -> DataHome:
-        return DataHome.resolve(self.home or None)
+        return DataHome.resolve(self.home or None, self.lake or None)
 
     def hardware(self) -> HardwareCatalog:
         """Built-in hardware catalog plus the user's machines in <home>/catalog/hardware.yaml."""

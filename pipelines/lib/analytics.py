@@ -4,8 +4,9 @@ DuckDB connections over polars frames and lake files; every result conforms to i
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -13,6 +14,7 @@ import polars as pl
 
 from pipelines.lib import lake
 from pipelines.lib.contracts import contract
+from pipelines.lib.lake.s3 import fsspec_fs
 from pipelines.lib.paths import DataHome
 from pipelines.lib.sqlfiles import sql_text
 from synthetic_fleet.catalog import HardwareCatalog
@@ -24,20 +26,33 @@ def n_bins() -> int:
     return int(contract("util_distribution").parameters["n_bins"])
 
 
-Relation = pl.DataFrame | Path  # a frame in memory, or a Parquet file DuckDB reads out of core
+@dataclass(frozen=True)
+class LakeFiles:
+    """Parquet files of a lake table (a local lake or object storage), scanned where they lie."""
+
+    uris: tuple[str, ...]
+    remote: bool = False
+
+
+Relation = pl.DataFrame | Path | LakeFiles  # a frame in memory, or Parquet DuckDB reads out of core
 
 
 @contextmanager
 def connection(**relations: Relation) -> Iterator[duckdb.DuckDBPyConnection]:
     """An in-memory DuckDB connection with ``relations`` registered by name; closed on exit.
 
-    A Parquet path is scanned where it lies, so a day's samples never have to fit in memory."""
+    Parquet files are scanned where they lie, so a day's samples never have to fit in memory; files in
+    object storage are read through a registered filesystem."""
     con = duckdb.connect()
     try:
         con.execute("SET enable_progress_bar = false")
+        if any(isinstance(r, LakeFiles) and r.remote for r in relations.values()):
+            con.register_filesystem(fsspec_fs())
         for name, rel in relations.items():
             if isinstance(rel, Path):
                 con.read_parquet(str(rel)).create_view(name)
+            elif isinstance(rel, LakeFiles):
+                con.read_parquet(list(rel.uris)).create_view(name)
             else:
                 con.register(name, rel)
         yield con
@@ -54,9 +69,17 @@ def _exec(con: duckdb.DuckDBPyConnection, name: str, params: dict | None = None)
 
 
 def partition_relation(home: DataHome, table: str, day: str) -> Relation:
-    """One day of a table as its Parquet file, which DuckDB scans out of core (an empty frame if none)."""
-    path = lake.partition_path(home, table, day)
-    return path if path.exists() else lake.read_partition(home, table, day)
+    """One day of a table as its Parquet files, which DuckDB scans out of core (an empty frame if none)."""
+    store = lake.store(home)
+    files = store.files(table, day)
+    return LakeFiles(tuple(files), store.remote) if files else contract(table).empty_frame()
+
+
+def table_relation(home: DataHome, table: str) -> Relation:
+    """A whole table (every day) as its current Parquet files (an empty frame if none)."""
+    store = lake.store(home)
+    files = store.files(table)
+    return LakeFiles(tuple(files), store.remote) if files else contract(table).empty_frame()
 
 
 def day_inputs(home: DataHome, day: str) -> tuple[pl.DataFrame, Relation]:
@@ -110,12 +133,12 @@ def hardware_fit(runs: pl.DataFrame, day: str, hw: HardwareCatalog) -> pl.DataFr
     return contract("hardware_fit").conform(fitted.sort("workload_id", "platform", "placement"))
 
 
-def merged_summaries(distribution_files: Sequence[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(util_summary, trainer_vs_ps) from every day's histograms, merged."""
-    if not distribution_files:
+def merged_summaries(distribution: Relation) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(util_summary, trainer_vs_ps) from every day's histograms (util_distribution), merged."""
+    if isinstance(distribution, pl.DataFrame) and distribution.is_empty():
         return contract("util_summary").empty_frame(), contract("trainer_vs_ps").empty_frame()
-    with connection() as con:
-        _exec(con, "transforms/merged_hist.sql", {"files": list(distribution_files)})
+    with connection(util_distribution=distribution) as con:
+        _exec(con, "transforms/merged_hist.sql")
         summary = contract("util_summary").conform(
             _query(con, "transforms/util_summary.sql", {"n_bins": n_bins()})
         )

@@ -46,8 +46,9 @@ def files_version(paths: Iterable[Path]) -> str:
 
 
 def lake_version(home: DataHome, tables: Iterable[str]) -> str:
-    """Version of the lake tables a result reads."""
-    return files_version(p for t in tables for p in lake.table_files(home, t))
+    """Version of the lake tables a result reads: their Delta versions (a commit changes it)."""
+    store = lake.store(home)
+    return _hash([f"{store.uri}/{t}@{store.version(t)}" for t in tables])
 
 
 def code_version(*folders: str) -> str:

@@ -7,8 +7,6 @@ import hashlib
 import statistics
 from dataclasses import dataclass
 
-import pyarrow.parquet as pq
-
 from pipelines.lib import lake
 from pipelines.lib.landing import Signature, inventory
 from pipelines.lib.paths import DataHome
@@ -43,11 +41,8 @@ def changed_days(previous: dict[str, Signature], current: dict[str, Signature]) 
 
 
 def partition_row_counts(home: DataHome, table: str) -> dict[str, int]:
-    """Rows per day of a partitioned table, from Parquet footers (no data read)."""
-    return {
-        p.parent.name.removeprefix("day="): pq.ParquetFile(p).metadata.num_rows
-        for p in lake.table_files(home, table)
-    }
+    """Rows per day of a partitioned table, from the lake's log (no data read)."""
+    return lake.store(home).row_counts(table)
 
 
 @dataclass(frozen=True)

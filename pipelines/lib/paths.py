@@ -16,26 +16,44 @@ DEFAULT_HOME = "data"
 
 @dataclass(frozen=True)
 class DataHome:
-    """The data home: landing files, the Parquet lake, the analyst catalog, reports, the Dagster instance.
+    """The data home: landing files, the staging area, the analyst catalog, reports, the Dagster
+    instance (always a local folder), and the lake: by default the home's lake/ folder, or elsewhere
+    (another folder, or ``s3://bucket/prefix``: see ``pipelines.lib.lake``).
 
     ``root`` is always absolute, so views and reports never depend on the reader's working directory.
     """
 
     root: Path
+    lake_uri: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.lake_uri:
+            object.__setattr__(self, "lake_uri", str(self.root / "lake"))
 
     @classmethod
-    def resolve(cls, home: str | os.PathLike[str] | None = None) -> DataHome:
-        """``home``, else ``$FLEET_HOME``, else ``./data``; made absolute."""
+    def resolve(cls, home: str | os.PathLike[str] | None = None, lake: str | None = None) -> DataHome:
+        """``home``, else ``$FLEET_HOME``, else ``./data``, made absolute; the lake ``lake``, else
+        ``$FLEET_LAKE``, else the home's lake/ folder."""
         raw = home if home not in (None, "") else os.environ.get("FLEET_HOME") or DEFAULT_HOME
-        return cls(Path(raw).expanduser().resolve())
+        root = Path(raw).expanduser().resolve()
+        return cls(root, lake_uri(lake or os.environ.get("FLEET_LAKE") or "", root))
+
+    @property
+    def remote_lake(self) -> bool:
+        return self.lake_uri.startswith("s3://")
 
     @property
     def landing(self) -> Path:
         return self.root / "landing"
 
     @property
-    def lake(self) -> Path:
-        return self.root / "lake"
+    def staging(self) -> Path:
+        """Where a day is read before it is published into the lake (always local)."""
+        return self.root / "staging"
+
+    @property
+    def locks(self) -> Path:
+        return self.root / "locks"
 
     @property
     def warehouse(self) -> Path:
@@ -63,8 +81,17 @@ class DataHome:
         """Optional user extensions of the hardware and model catalogs (hardware.yaml, models.yaml)."""
         return self.root / "catalog"
 
-    def table_dir(self, table: str) -> Path:
-        return self.lake / table
 
-    def partition_dir(self, table: str, day: str) -> Path:
-        return self.lake / table / f"day={day}"
+def lake_uri(text: str, root: Path) -> str:
+    """The lake's URI: ``s3://bucket/prefix`` as given (no trailing slash), a local folder made absolute,
+    or the home's lake/ folder when empty."""
+    text = text.strip()
+    if not text:
+        return str(root / "lake")
+    if text.startswith("s3://"):
+        if len(text[5:].split("/", 1)[0]) < 3:
+            raise ValueError(f"lake {text!r}: an s3:// lake needs a bucket name of 3 characters or more")
+        return text.rstrip("/")
+    if "://" in text:
+        raise ValueError(f"lake {text!r}: a lake is a local folder or s3://bucket/prefix")
+    return str(Path(text).expanduser().resolve())

@@ -12,9 +12,8 @@ from pathlib import Path
 import duckdb
 from filelock import FileLock
 
-from pipelines.lib import fileio
+from pipelines.lib import fileio, lake
 from pipelines.lib.contracts import contract, contracts
-from pipelines.lib.lake import table_files, table_glob
 from pipelines.lib.paths import DataHome
 from pipelines.lib.sqlfiles import quote_literal, sql_text
 
@@ -36,12 +35,12 @@ def _ident(name: str) -> str:
     return '"' + name + '"'
 
 
-def view_sql(home: DataHome, table: str) -> str:
-    """CREATE VIEW statement for one table: over its absolute Parquet glob, or typed and empty if no data."""
-    if table_files(home, table):
-        return sql_text("views/lake_table.sql").format(
-            view=_ident(table), files=quote_literal(table_glob(home, table))
-        )
+def view_sql(table: str, files: list[str]) -> str:
+    """CREATE VIEW statement for one table: over ``files``, its current snapshot's files (absolute paths or
+    s3:// URIs), or typed and empty if none."""
+    if files:
+        listed = "[" + ", ".join(quote_literal(f) for f in files) + "]"
+        return sql_text("views/lake_table.sql").format(view=_ident(table), files=listed)
     nulls = ", ".join(
         f"CAST(NULL AS {DUCKDB_TYPES[c.type]}) AS {_ident(c.name)}" for c in contract(table).columns
     )
@@ -49,7 +48,12 @@ def view_sql(home: DataHome, table: str) -> str:
 
 
 def publish_catalog(home: DataHome, tables: list[str] | None = None) -> dict[str, int]:
-    """Rebuild the catalog with one view per table (the contract's docs as comments); returns row counts."""
+    """Rebuild the catalog with one view per table (the contract's docs as comments), then vacuum the
+    lake; returns row counts.
+
+    Vacuum policy: a file a commit removed is deleted only once it was removed more than
+    ``lake.VACUUM_RETENTION_HOURS`` ago (an analyst's session on the previous catalog keeps reading) and
+    only if the catalog just published does not read it."""
     tables = tables or sorted(contracts())
     home.warehouse.mkdir(parents=True, exist_ok=True)
     target = home.catalog_path
@@ -57,19 +61,27 @@ def publish_catalog(home: DataHome, tables: list[str] | None = None) -> dict[str
     with FileLock(str(target) + ".lock", timeout=600):
         for stale in target.parent.glob(target.name + ".building-*"):
             stale.unlink(missing_ok=True)
-        return _build_and_swap(
-            home, tables, target, target.with_name(target.name + f".building-{os.getpid()}")
-        )
+        building = target.with_name(target.name + f".building-{os.getpid()}")
+        store = lake.store(home)
+        files = {t: store.files(t) for t in tables}
+        counts = _build_and_swap(store, files, target, building)
+        read = {f for fs in files.values() for f in fs}
+        for table in tables:
+            store.vacuum(table, keep=read)
+        return counts
 
 
-def _build_and_swap(home: DataHome, tables: list[str], target: Path, building: Path) -> dict[str, int]:
+def _build_and_swap(
+    store: lake.Lake, files: dict[str, list[str]], target: Path, building: Path
+) -> dict[str, int]:
     counts: dict[str, int] = {}
     try:
         con = duckdb.connect(str(building))
         try:
-            for table in tables:
+            store.duckdb(con)
+            for table, table_files in files.items():
                 c = contract(table)
-                con.execute(view_sql(home, table))
+                con.execute(view_sql(table, table_files))
                 con.execute(
                     sql_text("views/comment_view.sql").format(
                         view=_ident(table), text=quote_literal(c.description)

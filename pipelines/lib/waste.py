@@ -22,10 +22,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import duckdb
 import numpy as np
 import polars as pl
 import polars.selectors as cs
@@ -486,19 +484,11 @@ def _recoverable_watts(hw: HardwareCatalog) -> pl.Expr:
 # -------------------------------------------------------------------------------------- fleet totals
 
 
-def waste_summary(efficiency_files: Sequence[Path], outlier_files: Sequence[Path]) -> pl.DataFrame:
+def waste_summary(efficiency: analytics.Relation, outliers: analytics.Relation) -> pl.DataFrame:
     """Fleet totals per day, source, model, platform and role from every day's run_efficiency and
-    server_outliers files (sums: any day range merges by summing)."""
-    con = duckdb.connect()
-    try:
-        for name, files in (("run_efficiency", efficiency_files), ("server_outliers", outlier_files)):
-            if files:
-                con.read_parquet([str(f) for f in files]).create_view(name)
-            else:
-                con.register(name, contract(name).empty_frame())
+    server_outliers (sums: any day range merges by summing)."""
+    with analytics.connection(run_efficiency=efficiency, server_outliers=outliers) as con:
         out = con.sql(sql_text("transforms/waste_summary.sql")).pl()
-    finally:
-        con.close()
     return contract("waste_summary").conform(out)
 
 
@@ -594,14 +584,15 @@ def fleet_view(efficiency: pl.DataFrame, outliers: pl.DataFrame, top: int = 10) 
 
 def lake_days(home: DataHome, table: str, first: str | None = None, last: str | None = None) -> list[str]:
     """The days of a partitioned table in the lake, within [first, last] where given."""
-    days = sorted(p.parent.name.removeprefix("day=") for p in lake.table_files(home, table))
+    days = lake.store(home).days(table)
     return [d for d in days if (first is None or d >= first) and (last is None or d <= last)]
 
 
 def read_days(home: DataHome, table: str, days: Sequence[str]) -> pl.DataFrame:
     """Those days of a partitioned table, concatenated (one day's aggregates at a time in the lake)."""
-    files = [lake.partition_path(home, table, d) for d in days]
-    return pl.read_parquet(files) if files else contract(table).empty_frame()
+    store = lake.store(home)
+    files = [f for d in days for f in store.files(table, d)]
+    return store.read_files(table, files)
 
 
 def answer(

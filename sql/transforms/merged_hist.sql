@@ -1,4 +1,4 @@
--- Per-day histograms ($files) merged over every day, overall ('*') and per model x platform x placement.
+-- Per-day histograms (util_distribution) merged over every day, overall ('*') and per model x platform x placement.
 CREATE OR REPLACE TEMP TABLE merged_hist AS
 SELECT
     statistic, role, resource,
@@ -9,7 +9,7 @@ SELECT
     sum(n)                    AS n,
     min(day)                  AS first_day,
     max(day)                  AS last_day
-FROM read_parquet($files)
+FROM util_distribution
 GROUP BY GROUPING SETS (
     (statistic, role, resource, bin),
     (statistic, role, resource, model_name, platform, placement, bin)

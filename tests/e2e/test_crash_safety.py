@@ -89,5 +89,5 @@ def test_sigkill_at_any_point_then_rerun_equals_one_clean_run(landing, tmp_path)
         state = _lake_state(home)
         for t in TABLES:
             assert state[t].equals(reference[t]), f"kill at {fraction:.0%}: {t} differs from a clean run"
-        assert not list(home.lake.rglob("*.tmp")), "temporary files of the killed run were left behind"
+        assert not list(home.staging.glob("*")), "the killed run's staging area was left behind"
         assert not list(home.warehouse.glob("*.building*"))

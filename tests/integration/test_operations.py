@@ -192,5 +192,5 @@ def test_failing_blocking_check_stops_downstream_and_keeps_bad_rows_out(landed, 
         "extra_fields",
         "sample_volume",
     }  # the explanation is written; nothing downstream ran
-    assert not lake.partition_path(landed, "runs", DAY).exists()
-    assert not lake.partition_path(landed, "run_role_stats", DAY).exists()
+    assert not lake.table_files(landed, "runs", DAY)
+    assert not lake.table_files(landed, "run_role_stats", DAY)

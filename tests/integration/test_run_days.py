@@ -23,6 +23,6 @@ def test_future_days_are_skipped_and_days_before_the_start_are_covered(landed, m
     assert result.days == [DAY]
     assert any(tomorrow in n and "skipped" in n for n in notes)
     assert all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs)
-    assert lake.partition_path(landed, "runs", DAY).exists()
-    assert not lake.partition_path(landed, "runs", tomorrow).exists()
+    assert lake.table_files(landed, "runs", DAY)
+    assert not lake.table_files(landed, "runs", tomorrow)
     assert landed.catalog_path.exists() and landed.report_path.exists()

@@ -10,7 +10,6 @@ from synthetic_fleet.sampler import sample_day
 
 def test_trainer_vs_ps_shows_the_paper_pattern_per_model_on_cpu_clusters(tmp_path, hw, models):
     home = DataHome.resolve(tmp_path)
-    files = []
     for day in ("2026-11-01", "2026-11-02"):
         fleet = sample_day(day, 110, 2021, hw, models)
         runs = fleet.runs.with_columns(
@@ -19,17 +18,13 @@ def test_trainer_vs_ps_shows_the_paper_pattern_per_model_on_cpu_clusters(tmp_pat
         stats = analytics.run_role_stats(
             runs, fleet.samples, day, analytics.server_windows(fleet.samples, day)
         )
-        files.append(
-            str(
-                lake.write_partition(
-                    home,
-                    "util_distribution",
-                    day,
-                    analytics.util_distribution(runs, fleet.samples, stats, day),
-                )
-            )
+        lake.write_partition(
+            home,
+            "util_distribution",
+            day,
+            analytics.util_distribution(runs, fleet.samples, stats, day),
         )
-    _, tvp = analytics.merged_summaries(files)
+    _, tvp = analytics.merged_summaries(analytics.table_relation(home, "util_distribution"))
     cpu = tvp.filter((pl.col("platform") == "cpu") & (pl.col("ps_role") == "sparse_ps"))
     assert cpu.height == 3 * 4  # three models x cpu, mem_cap, mem_bw, net_bw
     assert cpu["paper_pattern"].all(), cpu.filter(~pl.col("paper_pattern"))

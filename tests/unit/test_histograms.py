@@ -37,19 +37,14 @@ def _day_frames(day: str, trainer: list[float], ps: list[float]) -> tuple[pl.Dat
 
 def _summaries(tmp_path, days: list[tuple[list[float], list[float]]]):
     home = DataHome.resolve(tmp_path)
-    files = []
     for k, (trainer, ps) in enumerate(days):
         day = f"2026-01-{k + 1:02d}"
         runs, samples = _day_frames(day, trainer, ps)
         stats = analytics.run_role_stats(runs, samples, day, analytics.server_windows(samples, day))
-        files.append(
-            str(
-                lake.write_partition(
-                    home, "util_distribution", day, analytics.util_distribution(runs, samples, stats, day)
-                )
-            )
+        lake.write_partition(
+            home, "util_distribution", day, analytics.util_distribution(runs, samples, stats, day)
         )
-    return analytics.merged_summaries(files)
+    return analytics.merged_summaries(analytics.table_relation(home, "util_distribution"))
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -278,7 +278,7 @@ def test_days_merge_a_run_depends_on_its_own_day_only(
             assert ((merged[c] - pooled[c]).abs().fill_null(0) <= 1e-9).all(), c
             assert (merged[c].is_null() == pooled[c].is_null()).all(), c
     summary = waste.waste_summary(
-        lake.table_files(home, "run_efficiency"), lake.table_files(home, "server_outliers")
+        analytics.table_relation(home, "run_efficiency"), analytics.table_relation(home, "server_outliers")
     )
     by_role = summary.group_by("role").agg(
         pl.col("n_servers", "servers_recoverable", "outlier_servers").sum()

@@ -92,14 +92,13 @@ def hardware_fit(context: dg.AssetExecutionContext, fleet: FleetHome) -> dg.Mate
 def merged_utilisation(fleet: FleetHome):
     """Summaries and trainer-vs-PS comparison merged from every day's histograms."""
     home = fleet.data_home()
-    files = [str(p) for p in lake.table_files(home, "util_distribution")]
-    summary, tvp = analytics.merged_summaries(files)
+    summary, tvp = analytics.merged_summaries(analytics.table_relation(home, "util_distribution"))
     path = lake.write_table(home, "util_summary", summary)
     yield dg.MaterializeResult(
         asset_key="util_summary",
         metadata={
             "dagster/row_count": summary.height,
-            "days_merged": len(files),
+            "days_merged": len(lake.store(home).days("util_distribution")),
             "path": dg.MetadataValue.path(str(path)),
         },
     )

@@ -105,7 +105,7 @@ def waste_summary(fleet: FleetHome) -> dg.MaterializeResult:
     """Fleet totals per day, model, platform and role, merged from every day's right-sizing and outliers."""
     home = fleet.data_home()
     summary = waste.waste_summary(
-        lake.table_files(home, "run_efficiency"), lake.table_files(home, "server_outliers")
+        analytics.table_relation(home, "run_efficiency"), analytics.table_relation(home, "server_outliers")
     )
     per_day = summary.group_by("day").agg(
         pl.col("servers_recoverable").sum(), pl.col("provisioned_kw_recoverable").sum().round(1)

@@ -92,8 +92,11 @@ def raw_ingest(context: dg.AssetExecutionContext, fleet: FleetHome):
             f"runs and samples for {day} not promoted ({failed} failed); the last good partition stays"
         )
     counts = result.row_counts()
-    for table, path in outcome.written.items():
-        meta = {"dagster/row_count": counts[table], "path": dg.MetadataValue.path(str(path))}
+    for table, where in outcome.written.items():
+        meta = {
+            "dagster/row_count": counts[table],
+            "lake_table": dg.MetadataValue.url(where) if "://" in where else dg.MetadataValue.path(where),
+        }
         if table == "ingest_ledger":
             meta["ledger"] = preview(result.ingest_ledger.drop("sha256", "ingested_at"), rows=20)
             meta["landing_entries_not_read"] = dg.MetadataValue.json(

@@ -14,8 +14,6 @@ from pipelines.lib.ingest.promote import (
     PartitionOutcome,
     blocking_checks,
     ingest_partition,
-    lake_lock,
-    partition_lock,
 )
 
 __all__ = [
@@ -28,8 +26,6 @@ __all__ = [
     "blocking_checks",
     "ingest_day",
     "ingest_partition",
-    "lake_lock",
-    "partition_lock",
     "reconciliation",
     "table_for",
 ]

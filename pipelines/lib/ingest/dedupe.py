@@ -4,6 +4,7 @@ whose key repeats within the day, decided out of core over one 64-bit hash per s
 from __future__ import annotations
 
 import collections
+import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,24 +42,17 @@ class Prior:
 
 
 def read_prior(home: DataHome, day: str) -> Prior:
-    files: dict[str, tuple[str, str]] = {}
-    sizes: set[int] = set()
-    runs: dict[str, str] = {}
-    for path in lake.table_files(home, "ingest_ledger"):
-        d = path.parent.name.removeprefix("day=")
-        if d == day:
-            continue
-        led = pl.read_parquet(path, columns=["sha256", "source_file", "size_bytes", "rows_accepted"])
-        for sha, src, size, acc in led.iter_rows():
-            if acc and sha not in files:
-                files[sha] = (d, src)
-                sizes.add(size)
-    for path in lake.table_files(home, "runs"):
-        d = path.parent.name.removeprefix("day=")
-        if d != day:
-            for rid in pl.read_parquet(path, columns=["run_id"])["run_id"].to_list():
-                runs.setdefault(rid, d)
-    return Prior(files, sizes, runs)
+    store = lake.store(home)
+    led = store.read("ingest_ledger", columns=["day", "sha256", "source_file", "size_bytes", "rows_accepted"])
+    led = led.filter((pl.col("day") != dt.date.fromisoformat(day)) & (pl.col("rows_accepted") > 0))
+    first = led.sort("day", "source_file").unique("sha256", keep="first", maintain_order=True)
+    files = {
+        sha: (d.isoformat(), src) for sha, d, src in first.select("sha256", "day", "source_file").iter_rows()
+    }
+    runs_ = store.read("runs", columns=["day", "run_id"]).filter(pl.col("day") != dt.date.fromisoformat(day))
+    first_runs = runs_.sort("day").unique("run_id", keep="first", maintain_order=True)
+    runs = {rid: d.isoformat() for rid, d in first_runs.select("run_id", "day").iter_rows()}
+    return Prior(files, set(led["size_bytes"].to_list()), runs)
 
 
 def prior_sample_hashes(home: DataHome, dup_runs: dict[str, str]) -> set[int]:
@@ -67,10 +61,16 @@ def prior_sample_hashes(home: DataHome, dup_runs: dict[str, str]) -> set[int]:
     by_day: dict[str, list[str]] = collections.defaultdict(list)
     for rid, d in dup_runs.items():
         by_day[d].append(rid)
+    store = lake.store(home)
     for d, rids in by_day.items():
-        path = lake.partition_path(home, "utilisation_samples", d)
-        if path.exists():
-            keys = pl.scan_parquet(path).filter(pl.col("run_id").is_in(rids)).select(SAMPLE_KEY).collect()
+        files = store.files("utilisation_samples", d)
+        if files:
+            keys = (
+                pl.scan_parquet(files, storage_options=store.options)
+                .filter(pl.col("run_id").is_in(rids))
+                .select(SAMPLE_KEY)
+                .collect()
+            )
             out.update(keys.select(pl.struct(SAMPLE_KEY).hash().alias("h"))["h"].to_list())
     return out
 

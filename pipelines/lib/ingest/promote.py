@@ -7,18 +7,14 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
 import polars as pl
-from filelock import FileLock
 
 from pipelines.lib import lake
 from pipelines.lib.contracts import conformance_violations, contract, key_duplicates
-from pipelines.lib.fileio import fsync_dir, sweep_temporaries
 from pipelines.lib.ingest.cross_row import SAMPLE_KEY
-from pipelines.lib.ingest.day import LANDING_TABLES, DayIngest, ingest_day, reconciliation
+from pipelines.lib.ingest.day import DayIngest, ingest_day, reconciliation
 from pipelines.lib.ingest.dedupe import read_prior
-from pipelines.lib.ingest.staging import STAGING
 from pipelines.lib.landing import day_files
 from pipelines.lib.paths import DataHome
 
@@ -40,7 +36,7 @@ class PartitionOutcome:
     result: DayIngest
     checks: list[CheckOutcome]
     promoted: bool
-    written: dict[str, Path]
+    written: dict[str, str]  # table -> where it lives
 
 
 def blocking_checks(result: DayIngest, landing_now: set[str] | None = None) -> list[CheckOutcome]:
@@ -97,20 +93,6 @@ def blocking_checks(result: DayIngest, landing_now: set[str] | None = None) -> l
     return checks
 
 
-def partition_lock(home: DataHome, day: str) -> FileLock:
-    """One writer per day partition at a time (two runs of the same day queue behind each other)."""
-    folder = home.lake / ".locks"
-    folder.mkdir(parents=True, exist_ok=True)
-    return FileLock(str(folder / f"day={day}.lock"))
-
-
-def lake_lock(home: DataHome) -> FileLock:
-    """Held while a day is promoted: what other days accepted cannot change under the promotion."""
-    folder = home.lake / ".locks"
-    folder.mkdir(parents=True, exist_ok=True)
-    return FileLock(str(folder / "promote.lock"))
-
-
 def _raced(home: DataHome, day: str, result: DayIngest) -> bool:
     """Did another day accept one of this day's files or runs while this day was being read?"""
     now = read_prior(home, day)
@@ -124,18 +106,18 @@ def ingest_partition(home: DataHome, day: str, platforms: Iterable[str]) -> Part
     """Ingest a day and write it. Ledger, quarantine and extra fields are always written (they explain);
     runs and samples are promoted only if every blocking check passes, else the last good partition stays.
 
-    Days are read concurrently; the promotion is serialised. If another day accepted one of this day's
-    files or runs meanwhile (the same delivery in two day folders), the day is read again under the lock,
-    so the first delivery wins across days as it does within one."""
+    Writers of one day queue on the lake's lock of that day (across machines sharing the lake); days are
+    read concurrently and promoted one at a time under the lake's promotion lock. If another day accepted
+    one of this day's files or runs meanwhile (the same delivery in two day folders), the day is read again
+    under the lock, so the first delivery wins across days as it does within one."""
     platforms = list(platforms)
-    with partition_lock(home, day):
+    lake_ = lake.store(home)
+    with lake_.lock(f"day={day}"):
         # left by a killed writer of this day (we hold its lock, so nobody is still writing them)
-        for stale in (home.lake / STAGING).glob(f"day={day}.*"):
+        for stale in home.staging.glob(f"day={day}.*"):
             shutil.rmtree(stale, ignore_errors=True)
-        for table in (*LANDING_TABLES, "quarantine", "ingest_ledger", "extra_fields", "sample_volume"):
-            sweep_temporaries(home.partition_dir(table, day), lake.PART_FILE)
         result = ingest_day(home, day, platforms)
-        with lake_lock(home):
+        with lake_.lock("promote"):
             if _raced(home, day, result):
                 result.discard()
                 result = ingest_day(home, day, platforms)
@@ -143,25 +125,23 @@ def ingest_partition(home: DataHome, day: str, platforms: Iterable[str]) -> Part
 
 
 def _promote(home: DataHome, day: str, result: DayIngest) -> PartitionOutcome:
-    """Write the day: ledger, quarantine and extra fields always; runs and samples if the checks pass."""
+    """Write the day: ledger, quarantine and extra fields always; runs and samples if the checks pass.
+    Each table's day is one commit; the ledger is committed last (a day whose ledger is written is whole)."""
     try:
         checks = blocking_checks(result, {f.relpath for f in day_files(home, day)})
         promote = all(c.passed for c in checks)
-        written = {
-            "quarantine": lake.write_partition(home, "quarantine", day, result.quarantine),
-            "extra_fields": lake.promote_partition(home, "extra_fields", day, result.extra_fields_path),
-            "sample_volume": lake.write_partition(home, "sample_volume", day, result.sample_volume),
-        }
+        lake.write_partition(home, "quarantine", day, result.quarantine)
+        lake.promote_partition(home, "extra_fields", day, result.extra_fields_path)
+        lake.write_partition(home, "sample_volume", day, result.sample_volume)
+        written = ["quarantine", "extra_fields", "sample_volume"]
         if promote:
-            written["runs"] = lake.write_partition(home, "runs", day, result.runs)
-            written["utilisation_samples"] = lake.promote_partition(
-                home, "utilisation_samples", day, result.samples_path
-            )
-        # the ledger last: a day whose ledger is written is whole
-        written["ingest_ledger"] = lake.write_partition(home, "ingest_ledger", day, result.ingest_ledger)
+            lake.write_partition(home, "runs", day, result.runs)
+            lake.promote_partition(home, "utilisation_samples", day, result.samples_path)
+            written += ["runs", "utilisation_samples"]
+        lake.write_partition(home, "ingest_ledger", day, result.ingest_ledger)
+        written.append("ingest_ledger")
     finally:
         result.discard()
-    result.samples_path = written.get("utilisation_samples")
-    result.extra_fields_path = written["extra_fields"]
-    fsync_dir(home.lake)
-    return PartitionOutcome(day=day, result=result, checks=checks, promoted=promote, written=written)
+    result.samples_path = result.extra_fields_path = None  # published: read them from the lake
+    where = {t: lake.store(home).table_uri(t) for t in written}
+    return PartitionOutcome(day=day, result=result, checks=checks, promoted=promote, written=where)

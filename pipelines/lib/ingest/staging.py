@@ -12,12 +12,10 @@ import pyarrow.parquet as pq
 
 from pipelines.lib.paths import DataHome
 
-STAGING = ".staging"
-
 
 def new_staging(home: DataHome, day: str) -> Path:
     """A fresh staging folder for one day's ingest (unique per writer)."""
-    path = home.lake / STAGING / f"day={day}.{uuid.uuid4().hex[:12]}"
+    path = home.staging / f"day={day}.{uuid.uuid4().hex[:12]}"
     path.mkdir(parents=True)
     return path
 

