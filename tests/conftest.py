@@ -65,3 +65,22 @@ def definitions():
     from pipelines.definitions import defs
 
     return defs()
+
+
+@pytest.fixture(scope="session")
+def s3_store(tmp_path_factory):
+    """A real S3-compatible server (SeaweedFS) on 127.0.0.1 for the whole session."""
+    from tests.servers import seaweedfs
+
+    with seaweedfs(tmp_path_factory.mktemp("seaweedfs")) as store:
+        yield store
+
+
+@pytest.fixture
+def s3_lake(s3_store, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh lake prefix in the S3 store, its credentials in the environment the standard AWS way."""
+    import uuid
+
+    for name, value in s3_store.env.items():
+        monkeypatch.setenv(name, value)
+    return f"s3://{s3_store.bucket}/lake-{uuid.uuid4().hex[:12]}"

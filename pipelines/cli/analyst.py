@@ -16,7 +16,7 @@ from pipelines.lib.paths import PROJECT_ROOT, DataHome
 
 def cmd_query(args: argparse.Namespace) -> int:
     """List the canned analyst queries, or run one read-only against the catalog."""
-    from pipelines.lib import queries
+    from pipelines.lib import lake, queries
 
     if not args.name:
         for q in queries.canned().values():
@@ -26,7 +26,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     home = DataHome.resolve(args.home)
     try:
         params = dict(p.split("=", 1) for p in args.param or [])
-        frame = queries.run(home.catalog_path, args.name, params)
+        frame = queries.run(home.catalog_path, args.name, params, store=lake.store(home))
     except (KeyError, ValueError) as exc:
         print(f"fleet query: {exc.args[0] if exc.args else exc}", file=sys.stderr)
         return 2

@@ -112,7 +112,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace, days: list[str] | None = None) -> int:
-    from pipelines.lib import queries
+    from pipelines.lib import lake, queries
     from pipelines.lib.delivery import not_read_warning
     from pipelines.lib.landing import landing_days
     from pipelines.orchestrate import run_pipeline
@@ -140,7 +140,7 @@ def cmd_run(args: argparse.Namespace, days: list[str] | None = None) -> int:
         return 2
     print(f"materialising {len(days)} day(s) into {home.root}", flush=True)
     result = run_pipeline(home, days, progress=lambda m: print(m, flush=True), workers=args.workers)
-    summary = queries.run(home.catalog_path, "catalog_totals").row(0, named=True)
+    summary = queries.run(home.catalog_path, "catalog_totals", store=lake.store(home)).row(0, named=True)
     print(f"\nreport:  {home.report_path}\ncatalog: {home.catalog_path}")
     print(
         f"runs {summary['runs']:,} · samples {summary['samples']:,} · "

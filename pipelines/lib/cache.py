@@ -46,9 +46,10 @@ def files_version(paths: Iterable[Path]) -> str:
 
 
 def lake_version(home: DataHome, tables: Iterable[str]) -> str:
-    """Version of the lake tables a result reads: their Delta versions (a commit changes it)."""
+    """Version of the lake tables a result reads: their current files (every write adds a file of a new
+    name; a vacuum, which changes no data, leaves it as it is)."""
     store = lake.store(home)
-    return _hash([f"{store.uri}/{t}@{store.version(t)}" for t in tables])
+    return _hash([f for t in tables for f in store.files(t)])
 
 
 def code_version(*folders: str) -> str:

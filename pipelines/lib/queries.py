@@ -16,6 +16,7 @@ import duckdb
 import polars as pl
 
 from pipelines.lib.contracts import contract
+from pipelines.lib.lake import Lake
 from pipelines.lib.paths import SQL_DIR
 
 QUERIES_DIR = SQL_DIR / "queries"
@@ -66,8 +67,11 @@ def canned() -> dict[str, CannedQuery]:
     return {p.stem: load(p) for p in sorted(QUERIES_DIR.glob("*.sql"))}
 
 
-def run(catalog: Path, name: str, params: dict[str, Any] | None = None) -> pl.DataFrame:
-    """Run one canned query read-only; ``params`` override its defaults (unknown names are refused)."""
+def run(
+    catalog: Path, name: str, params: dict[str, Any] | None = None, store: Lake | None = None
+) -> pl.DataFrame:
+    """Run one canned query read-only; ``params`` override its defaults (unknown names are refused).
+    ``store``: the lake the catalog's views read, when it is on object storage."""
     queries = canned()
     if name not in queries:
         raise KeyError(f"unknown query {name!r}; known: {', '.join(queries)}")
@@ -80,6 +84,8 @@ def run(catalog: Path, name: str, params: dict[str, Any] | None = None) -> pl.Da
         raise KeyError(f"{name} takes {sorted(q.defaults) or 'no parameters'}, not {sorted(unknown)}")
     con = duckdb.connect(str(catalog), read_only=True)
     try:
+        if store is not None:
+            store.duckdb(con)
         return con.sql(q.sql, params={**q.constants, **q.defaults, **(params or {})} or None).pl()
     finally:
         con.close()

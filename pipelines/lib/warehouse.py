@@ -53,7 +53,7 @@ def publish_catalog(home: DataHome, tables: list[str] | None = None) -> dict[str
 
     Vacuum policy: a file a commit removed is deleted only once it was removed more than
     ``lake.VACUUM_RETENTION_HOURS`` ago (an analyst's session on the previous catalog keeps reading) and
-    only if the catalog just published does not read it."""
+    only if the catalog just published does not read it (its tables' versions are kept)."""
     tables = tables or sorted(contracts())
     home.warehouse.mkdir(parents=True, exist_ok=True)
     target = home.catalog_path
@@ -63,11 +63,11 @@ def publish_catalog(home: DataHome, tables: list[str] | None = None) -> dict[str
             stale.unlink(missing_ok=True)
         building = target.with_name(target.name + f".building-{os.getpid()}")
         store = lake.store(home)
-        files = {t: store.files(t) for t in tables}
-        counts = _build_and_swap(store, files, target, building)
-        read = {f for fs in files.values() for f in fs}
-        for table in tables:
-            store.vacuum(table, keep=read)
+        snapshots = {t: store.snapshot(t) for t in tables}
+        counts = _build_and_swap(store, {t: files for t, (_, files) in snapshots.items()}, target, building)
+        for table, (version, _) in snapshots.items():
+            if version is not None:
+                store.vacuum(table, keep_version=version)
         return counts
 
 

@@ -39,6 +39,8 @@ from pipelines.lib.lake.s3 import storage_options
 from pipelines.lib.paths import DataHome
 
 PART = "part-{}.parquet"
+COMMIT_WAIT_S = 600  # longest wait for another writer of the same day to commit
+COMMIT_LEASE_S = 120  # a commit lock a killed writer left is taken over after this (a commit takes < 1 s)
 VACUUM_RETENTION_HOURS = 24  # files a commit removed stay this long: analysts' open catalogs still read them
 
 __all__ = [
@@ -130,50 +132,49 @@ class Lake:
         """Replace one day of a partitioned table whole, in one commit; returns its rows.
 
         ``data``: a table in the contract's schema, a staged Parquet file in it (moved or uploaded into the
-        table, never rewritten), or None for an empty day (an empty file: the day is listed, 0 rows)."""
+        table, never rewritten), or None for an empty day (an empty file: the day is listed, 0 rows).
+        Writers of one day commit one at a time (the last one's day stays whole); of different days, at once.
+        """
         self._check_day(day)
-        delta = self._create(table)
+        self._create(table)
         if data is None:
             data = contract(table).arrow_schema().empty_table()
         add = self._place(table, f"day={day}", data, {"day": day})
-        self._commit(
-            table,
-            f"day {day}",
-            add,
-            lambda: delta.create_write_transaction(
+        with self._committing(table, f"day {day}", add, f"{table}.day={day}") as delta:
+            delta.create_write_transaction(
                 [add],
                 mode="overwrite",
                 schema=delta.schema(),
                 partition_by=[contract(table).partitioned_by],
                 partition_filters=[("day", "=", day)],
-            ),
-        )
+            )
         return _rows(add)
 
     def write_table(self, table: str, data: pa.Table) -> int:
         """Replace an unpartitioned table whole, in one commit; returns its rows."""
-        delta = self._create(table)
+        self._create(table)
         add = self._place(table, "", data, {})
-        self._commit(
-            table,
-            "the table",
-            add,
-            lambda: delta.create_write_transaction([add], mode="overwrite", schema=delta.schema()),
-        )
+        with self._committing(table, "the table", add, table) as delta:
+            delta.create_write_transaction([add], mode="overwrite", schema=delta.schema())
         return _rows(add)
 
-    def _commit(self, table: str, what: str, add: AddAction, commit) -> None:
-        """Run ``commit``; if another writer committed a conflicting change first, remove our file and say
-        so (our change is not in the table; the other writer's is)."""
-        try:
-            commit()
-        except CommitFailedError as exc:
-            with contextlib.suppress(OSError):
-                self.fs.delete_file(self._fs_path(f"{self.table_uri(table)}/{add.path}"))
-            raise ConcurrentWrite(
-                f"{self.table_uri(table)}: another writer replaced {what} at the same time and committed "
-                f"first; this write was not applied (run it again to replace theirs): {exc}"
-            ) from exc
+    @contextlib.contextmanager
+    def _committing(self, table: str, what: str, add: AddAction, lock: str) -> Iterator[DeltaTable]:
+        """The table's current snapshot to commit ``add`` against, under the lock of what it replaces: an
+        overwrite removes the files of the snapshot it was built on, so two writers of one day must not
+        build on the same one (both files would stay). If a conflicting commit still gets in first, our
+        file is removed and the caller told."""
+        with self.lock(lock, timeout_s=COMMIT_WAIT_S, lease_s=COMMIT_LEASE_S):
+            delta = self._open(table)
+            try:
+                yield delta
+            except CommitFailedError as exc:
+                with contextlib.suppress(OSError):
+                    self.fs.delete_file(self._fs_path(f"{self.table_uri(table)}/{add.path}"))
+                raise ConcurrentWrite(
+                    f"{self.table_uri(table)}: another writer replaced {what} at the same time and committed "
+                    f"first; this write was not applied (run it again to replace theirs): {exc}"
+                ) from exc
 
     def _place(self, table: str, folder: str, data: pa.Table | Path, partition: dict[str, str]) -> AddAction:
         """Write (or move/upload) one data file into the table; an AddAction for it."""
@@ -232,12 +233,19 @@ class Lake:
 
     def files(self, table: str, day: str | None = None) -> list[str]:
         """URIs of the table's current files (of one day): what DuckDB and the analyst views read."""
-        actions = self._actions(table)
+        return self.snapshot(table, day)[1]
+
+    def snapshot(self, table: str, day: str | None = None) -> tuple[int | None, list[str]]:
+        """The table's current version and the URIs of its files (of one day), read together."""
+        delta = self._open(table)
+        if delta is None:
+            return None, []
+        actions = pa.table(delta.get_add_actions(flatten=True))
         if day is not None and actions.num_rows:
             actions = actions.filter(
                 pa.compute.equal(actions["partition.day"], pa.scalar(dt.date.fromisoformat(day)))
             )
-        return sorted(f"{self.table_uri(table)}/{p}" for p in actions["path"].to_pylist())
+        return delta.version(), sorted(f"{self.table_uri(table)}/{p}" for p in actions["path"].to_pylist())
 
     def days(self, table: str) -> list[str]:
         """Days with a partition (possibly empty partitions are not listed)."""
@@ -291,28 +299,29 @@ class Lake:
     # ------------------------------------------------------------------ coordination
 
     @contextlib.contextmanager
-    def lock(self, name: str, timeout_s: float = 3600) -> Iterator[None]:
-        """One holder at a time across processes and machines that share the lake."""
-        with locks.lock(self, name, timeout_s):
+    def lock(self, name: str, timeout_s: float = 3600, lease_s: float = locks.LEASE_S) -> Iterator[None]:
+        """One holder at a time across processes and machines that share the lake (on object storage, a
+        lease its holder's death lets expire after ``lease_s``)."""
+        with locks.lock(self, name, timeout_s, lease_s):
             yield
 
     def vacuum(
-        self, table: str, keep: set[str] = frozenset(), retention_hours: float = VACUUM_RETENTION_HOURS
+        self, table: str, keep_version: int | None = None, retention_hours: float = VACUUM_RETENTION_HOURS
     ) -> list[str]:
         """Delete the files commits removed more than ``retention_hours`` ago, and files no commit added
-        (a killed writer's) older than that, except those in ``keep`` (URIs some published view reads);
-        returns the URIs deleted. The retention also protects files a live writer has not committed yet."""
+        (a killed writer's) older than that, except those of version ``keep_version`` (the snapshot some
+        published view reads); returns what the vacuum listed. The retention also protects the files of
+        writers that have not committed yet."""
         delta = self._open(table)
         if delta is None:
             return []
-        candidates = delta.vacuum(
-            retention_hours=retention_hours, enforce_retention_duration=False, dry_run=True
+        return delta.vacuum(
+            retention_hours=int(retention_hours),
+            dry_run=False,
+            enforce_retention_duration=False,
+            full=True,
+            keep_versions=None if keep_version is None else [keep_version],
         )
-        gone = [u for u in (f"{self.table_uri(table)}/{p}" for p in candidates) if u not in keep]
-        for uri in gone:
-            with contextlib.suppress(FileNotFoundError):
-                self.fs.delete_file(self._fs_path(uri))
-        return gone
 
 
 def _rows(add: AddAction) -> int:

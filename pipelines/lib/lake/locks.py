@@ -23,7 +23,7 @@ class LockTimeout(TimeoutError):
 
 
 @contextlib.contextmanager
-def lock(lake, name: str, timeout_s: float) -> Iterator[None]:
+def lock(lake, name: str, timeout_s: float, lease_s: float = LEASE_S) -> Iterator[None]:
     if not lake.remote:
         folder = f"{lake.uri}/_locks"
         os.makedirs(folder, exist_ok=True)
@@ -33,12 +33,12 @@ def lock(lake, name: str, timeout_s: float) -> Iterator[None]:
         except FileLockTimeout:
             raise LockTimeout(f"the lake's lock {name!r} stayed held for {timeout_s:.0f} s") from None
         return
-    with _lease(lake, name, timeout_s):
+    with _lease(lake, name, timeout_s, lease_s):
         yield
 
 
 @contextlib.contextmanager
-def _lease(lake, name: str, timeout_s: float) -> Iterator[None]:
+def _lease(lake, name: str, timeout_s: float, lease_s: float) -> Iterator[None]:
     from pipelines.lib.lake.s3 import fsspec_fs
 
     fs = fsspec_fs()
@@ -47,7 +47,7 @@ def _lease(lake, name: str, timeout_s: float) -> Iterator[None]:
     me = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     deadline = time.monotonic() + timeout_s
     while True:
-        body = json.dumps({"holder": me, "expires": time.time() + LEASE_S}).encode()
+        body = json.dumps({"holder": me, "expires": time.time() + lease_s}).encode()
         try:
             fs.call_s3("put_object", Bucket=bucket, Key=key, Body=body, IfNoneMatch="*")
             break

@@ -1,0 +1,212 @@
+"""The lake on object storage (a real S3-compatible server on 127.0.0.1) behaves as the local lake: the same
+night, atomic day replaces, concurrent writers, and credentials that never show."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import subprocess
+import threading
+import uuid
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pytest
+
+from pipelines.lib import lake
+from pipelines.lib.contracts import contracts
+from pipelines.lib.paths import DataHome
+from pipelines.lib.warehouse import publish_catalog
+from synthetic_fleet.writers import write_day
+from tests.conftest import DAY
+from tests.e2e.conftest import BIN
+
+VOLATILE = {"ingested_at"}  # when a run happened, not what it found
+
+
+def _state(home: DataHome) -> dict[str, pl.DataFrame]:
+    out = {}
+    for t in sorted(contracts()):
+        frame = lake.read_table(home, t)
+        frame = frame.drop([c for c in frame.columns if c in VOLATILE])
+        out[t] = frame.sort(frame.columns, nulls_last=True)
+    return out
+
+
+def _assert_same(got: pl.DataFrame, want: pl.DataFrame, table: str) -> None:
+    """Equal, floats to 1e-9 relative: DuckDB's parallel sums differ in the last bits between any two
+    runs, local or not."""
+    floats = [c for c, t in want.schema.items() if t.is_float()]
+    exact = [c for c in want.columns if c not in floats]
+    got, want = got.sort(exact, nulls_last=True), want.sort(exact, nulls_last=True)
+    assert got.select(exact).equals(want.select(exact)), (
+        f"{table}: object storage differs from the local lake"
+    )
+    for c in floats:
+        diff = (got[c] - want[c]).abs() <= 1e-9 * want[c].abs().clip(lower_bound=1.0)
+        assert diff.fill_null(True).all() and (got[c].is_null() == want[c].is_null()).all(), (table, c)
+
+
+def _homes(tmp_path, s3_lake) -> tuple[DataHome, DataHome]:
+    local = DataHome.resolve(tmp_path / "local")
+    remote = DataHome(tmp_path / "remote", s3_lake)
+    return local, remote
+
+
+@pytest.mark.slow
+def test_the_night_on_object_storage_gives_the_local_nights_tables(tmp_path, s3_lake, hw, models):
+    from pipelines.orchestrate import run_pipeline
+    from synthetic_fleet.sampler import sample_day
+
+    local, remote = _homes(tmp_path, s3_lake)
+    days = ["2026-11-20", "2026-11-21"]
+    for i, day in enumerate(days):
+        fleet = sample_day(day, 10, 40 + i, hw, models)
+        for home in (local, remote):
+            write_day(fleet, home.landing, source="synthetic", fmt="jsonl")
+    bad = "acme/2026-11-21/runs.jsonl"  # and something to quarantine
+    for home in (local, remote):
+        (home.landing / bad).parent.mkdir(parents=True)
+        (home.landing / bad).write_text('{"run_id": "broken"}\nnot json\n')
+    for home in (local, remote):
+        run_pipeline(home, days, progress=lambda _: None)
+    want, got = _state(local), _state(remote)
+    for t in want:
+        _assert_same(got[t], want[t], t)
+    assert want["runs"].height == 20 and want["quarantine"].height > 0
+    # The analyst catalog's views read the object store through the product's registered filesystem.
+    con = duckdb.connect(str(remote.catalog_path), read_only=True)
+    try:
+        lake.store(remote).duckdb(con)
+        assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 20
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("backend", ["local", "s3"])
+def test_writers_of_different_days_commit_together_of_the_same_day_one_at_a_time(tmp_path, s3_lake, backend):
+    store = lake.Lake(str(tmp_path / "lake") if backend == "local" else s3_lake)
+    table = "server_count_hist"
+    store.publish_day(table, "2026-11-01", lake.to_arrow(_hist_rows(1), table))  # the table exists
+    writers = {"a": ("2026-11-02", 2), "b": ("2026-11-03", 3), "c": ("2026-11-04", 4), "d": ("2026-11-04", 5)}
+    barrier = threading.Barrier(len(writers))
+    results: dict[str, object] = {}
+
+    def writer(name: str, day: str, rows: int) -> None:
+        frame = lake.to_arrow(_hist_rows(rows), table)
+        barrier.wait()
+        try:
+            results[name] = store.publish_day(table, day, frame)
+        except BaseException as exc:
+            results[name] = exc
+
+    threads = [threading.Thread(target=writer, args=(n, *w)) for n, w in writers.items()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert results == {"a": 2, "b": 3, "c": 4, "d": 5}, results  # every writer committed
+    counts = store.row_counts(table)
+    assert counts["2026-11-02"] == 2 and counts["2026-11-03"] == 3
+    # the two writers of one day replaced it one after the other: it holds one writer's rows, never both
+    assert counts["2026-11-04"] in (4, 5), counts
+    assert len(store.files(table, "2026-11-04")) == 1
+    assert store.version(table) == 5
+
+
+def _hist_rows(n: int) -> pl.DataFrame:
+    """``n`` rows of server_count_hist (runs with 1..n trainers)."""
+    return pl.DataFrame(
+        {
+            "day": [dt.date(2026, 11, 1)] * n,
+            "source": ["synthetic"] * n,
+            "platform": ["cpu"] * n,
+            "model_name": ["M1prod"] * n,
+            "ps_based": [True] * n,
+            "role": ["trainer"] * n,
+            "n_servers": list(range(1, n + 1)),
+            "n_runs": [1] * n,
+        }
+    )
+
+
+@pytest.mark.parametrize("backend", ["local", "s3"])
+def test_a_reader_polling_during_replaces_sees_the_old_or_the_new_day_only(tmp_path, s3_lake, backend):
+    store = lake.Lake(str(tmp_path / "lake") if backend == "local" else s3_lake)
+    table = "server_count_hist"
+    small, big = lake.to_arrow(_hist_rows(2), table), lake.to_arrow(_hist_rows(7), table)
+    store.publish_day(table, DAY, small)
+    stop = threading.Event()
+    seen: set[int] = set()
+    errors: list[BaseException] = []
+
+    def reader() -> None:
+        while not stop.is_set():
+            try:
+                seen.add(store.read(table, DAY).height)
+            except BaseException as exc:  # a reader must never fail while a writer replaces the day
+                errors.append(exc)
+                return
+
+    t = threading.Thread(target=reader)
+    t.start()
+    try:
+        for i in range(12):
+            store.publish_day(table, DAY, big if i % 2 == 0 else small)
+    finally:
+        stop.set()
+        t.join(timeout=60)
+    assert not errors, errors
+    assert seen <= {2, 7} and len(seen) >= 1, seen
+
+
+def test_the_vacuum_keeps_what_the_published_catalog_reads(landed, hw):
+    from pipelines.lib.ingest import ingest_partition
+
+    ingest_partition(landed, DAY, hw.platforms)
+    publish_catalog(landed)
+    store = lake.store(landed)
+    catalog_version, read_by_catalog = store.snapshot("runs", DAY)
+    ingest_partition(landed, DAY, hw.platforms)  # replaces the day: the catalog's file is now removed
+    replaced = store.files("runs", DAY)
+    ingest_partition(landed, DAY, hw.platforms)  # ... and that file too, which no catalog reads
+    current = store.files("runs", DAY)
+    store.vacuum("runs", keep_version=catalog_version, retention_hours=0)
+    assert all(Path(f).exists() for f in read_by_catalog + current)
+    assert not any(Path(f).exists() for f in replaced)
+    analyst = duckdb.connect(str(landed.catalog_path), read_only=True)
+    try:  # the published views still read
+        assert analyst.execute("SELECT count(*) FROM runs").fetchone()[0] == 12
+    finally:
+        analyst.close()
+    publish_catalog(landed)  # republished over the current files: within the retention, the old one stays
+    assert all(Path(f).exists() for f in read_by_catalog)
+    store.vacuum("runs", keep_version=store.snapshot("runs")[0], retention_hours=0)
+    assert not any(Path(f).exists() for f in read_by_catalog) and all(Path(f).exists() for f in current)
+
+
+@pytest.mark.slow
+def test_no_credential_appears_in_any_output(tmp_path, s3_store, s3_lake, small_day):
+    home = DataHome(tmp_path / "home", s3_lake)
+    write_day(small_day, home.landing, source="synthetic", fmt="jsonl")
+    env = {"FLEET_LAKE": s3_lake, **s3_store.env}
+    ok = subprocess.run(
+        [str(BIN / "fleet"), "run", "--home", str(home.root)], env=_env(env), capture_output=True, text=True
+    )
+    assert ok.returncode == 0, ok.stderr[-3000:]
+    wrong = {**env, "AWS_SECRET_ACCESS_KEY": "wrong-secret-" + uuid.uuid4().hex}
+    bad = subprocess.run(
+        [str(BIN / "fleet"), "run", "--home", str(home.root)], env=_env(wrong), capture_output=True, text=True
+    )
+    assert bad.returncode == 1 and "Traceback" not in bad.stderr, bad.stderr[-3000:]
+    for secret in (s3_store.secret_key, wrong["AWS_SECRET_ACCESS_KEY"]):
+        for text in (ok.stdout, ok.stderr, bad.stdout, bad.stderr):
+            assert secret not in text
+        for f in home.root.rglob("*"):  # the Dagster instance's event logs, the catalog, the report
+            if f.is_file():
+                assert secret.encode() not in f.read_bytes(), f
+
+
+def _env(extra: dict[str, str]) -> dict[str, str]:
+    return {**os.environ, **extra}
