@@ -14,6 +14,7 @@ from pipelines.lib.preflight import (
     UsageError,
     check_catalog_readable,
     check_home,
+    check_lake,
     check_query_params,
     check_user_catalogs,
     check_workload_config,
@@ -21,6 +22,8 @@ from pipelines.lib.preflight import (
 
 # Subcommands that read the data home's own hardware and model catalogs (catalog/*.yaml).
 USES_USER_CATALOG = {"demo", "synth", "run", "ingest", "whatif", "recommend", "waste"}
+# Subcommands that read or write the lake.
+USES_LAKE = {"demo", "run", "ingest", "recommend", "waste", "report", "query"}
 
 
 def prepare(args: argparse.Namespace) -> None:
@@ -31,6 +34,8 @@ def prepare(args: argparse.Namespace) -> None:
         args.home = str(home.root)
         if args.command in USES_USER_CATALOG:
             check_user_catalogs(home)
+        if args.command in USES_LAKE:
+            check_lake(home)
         if args.command == "query" and args.name:
             _check_query(args, home)
     if getattr(args, "config", None):

@@ -41,6 +41,22 @@ def check_home(home: DataHome) -> None:
         )
 
 
+def check_lake(home: DataHome) -> None:
+    """A lake on object storage answers before any work starts (a local lake is checked by writing)."""
+    if not home.remote_lake:
+        return
+    from pipelines.lib.lake import s3
+
+    try:
+        s3.probe(home.lake_uri)
+    except Exception as exc:  # botocore's and s3fs's errors alike: one line, no credentials
+        raise Unavailable(
+            f"cannot reach the lake {home.lake_uri}: {_one_line(s3.redact(str(exc)))}; check "
+            "AWS_ENDPOINT_URL, AWS_REGION and the credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+            "or a profile)"
+        ) from None
+
+
 def check_user_catalogs(home: DataHome) -> None:
     """The user's hardware.yaml and models.yaml in the data home, if present, load and validate."""
     from synthetic_fleet.catalog import CatalogError, load_hardware, load_models

@@ -200,8 +200,17 @@ def test_no_credential_appears_in_any_output(tmp_path, s3_store, s3_lake, small_
         [str(BIN / "fleet"), "run", "--home", str(home.root)], env=_env(wrong), capture_output=True, text=True
     )
     assert bad.returncode == 1 and "Traceback" not in bad.stderr, bad.stderr[-3000:]
+    assert bad.stderr.startswith(f"fleet run: cannot reach the lake {s3_lake}: "), bad.stderr
+    gone = subprocess.run(
+        [str(BIN / "fleet"), "run", "--home", str(home.root)],
+        env=_env({**env, "AWS_ENDPOINT_URL": "http://127.0.0.1:9"}),  # nothing listens there
+        capture_output=True,
+        text=True,
+    )
+    assert gone.returncode == 1 and len(gone.stderr.strip().splitlines()) == 1, gone.stderr[-3000:]
+    assert "cannot reach the lake" in gone.stderr and "AWS_ENDPOINT_URL" in gone.stderr
     for secret in (s3_store.secret_key, wrong["AWS_SECRET_ACCESS_KEY"]):
-        for text in (ok.stdout, ok.stderr, bad.stdout, bad.stderr):
+        for text in (ok.stdout, ok.stderr, bad.stdout, bad.stderr, gone.stdout, gone.stderr):
             assert secret not in text
         for f in home.root.rglob("*"):  # the Dagster instance's event logs, the catalog, the report
             if f.is_file():

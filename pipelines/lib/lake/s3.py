@@ -57,8 +57,9 @@ def pyarrow_fs() -> pafs.S3FileSystem:
     return pafs.S3FileSystem(**kwargs)
 
 
-def fsspec_fs():
-    """An fsspec S3 filesystem (DuckDB registers it; locks use its conditional writes)."""
+def fsspec_fs(**config):
+    """An fsspec S3 filesystem (DuckDB registers it; locks use its conditional writes); ``config``: botocore
+    client settings (timeouts, retries)."""
     import s3fs
 
     return s3fs.S3FileSystem(
@@ -67,5 +68,22 @@ def fsspec_fs():
         secret=_env("AWS_SECRET_ACCESS_KEY"),
         token=_env("AWS_SESSION_TOKEN"),
         client_kwargs={"region_name": region()},
+        config_kwargs=config or None,
         skip_instance_cache=True,
     )
+
+
+def redact(text: str) -> str:
+    """``text`` without any credential of the environment in it."""
+    for name in ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID"):
+        value = _env(name)
+        if value:
+            text = text.replace(value, "***")
+    return text
+
+
+def probe(uri: str) -> None:
+    """List the lake's prefix once, quickly: raises what the store answered (unreachable, refused)."""
+    fs = fsspec_fs(connect_timeout=5, read_timeout=10, retries={"max_attempts": 2})
+    bucket = uri[5:].split("/", 1)[0]
+    fs.ls(bucket, refresh=True)
