@@ -42,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,6 +58,7 @@ TARGETS = {
     "night": 3.0,
     "backfill": 1 / 1.6,
     "waste": 1.1,
+    "night-s3": 1.5,
 }
 RSS_LIMIT_MB = 1536
 
@@ -250,7 +252,8 @@ def side_night(args: dict) -> dict:
     from pipelines.orchestrate import run_pipeline
 
     with tempfile.TemporaryDirectory(dir=args["tmp"]) as tmp:
-        home = DataHome.resolve(fresh_home(Path(tmp), [Path(t) for t in args["trees"]]))
+        lake = f"{args['lake']}/{uuid.uuid4().hex[:12]}" if args.get("lake") else None
+        home = DataHome.resolve(fresh_home(Path(tmp), [Path(t) for t in args["trees"]]), lake)
         os.environ["DAGSTER_HOME"] = str(home.dagster_home)
         start, cpu = time.perf_counter(), _cpu_seconds()
         kwargs = {"workers": args["workers"]} if "workers" in args else {}
@@ -541,14 +544,88 @@ def memory_cases(data: Path, tmp: Path, n: int) -> list[dict]:
     return rows
 
 
+def ingest_cases(data: Path, tmp: Path, n: int, r: int) -> list[dict]:
+    """Ingest of one day in each format vs DuckDB's bare copy of its samples to Parquet."""
+    rows = []
+    for fmt in ("parquet", "csv", "jsonl"):
+        tree = landing_day(data, fmt, n)
+        src = samples_file(tree, fmt)
+        rows.append(
+            paired(
+                f"ingest-{fmt}",
+                r,
+                ("side_ingest", {"tree": str(tree), "day": DAY, "tmp": str(tmp)}),
+                ("side_copy", {"src": str(src), "fmt": fmt, "tmp": str(tmp)}),
+                note=f"{n:,} samples",
+            )
+        )
+    return rows
+
+
+def fixed_case(data: Path, tmp: Path, n: int, r: int) -> dict:
+    """A night whose lake did not change: what a night costs beyond its new data (target < 10 s)."""
+    tree = landing_day(data, "parquet", min(n, 1_000_000))
+    args = {"trees": [str(tree)], "days": [DAY], "tmp": str(tmp), "again": True}
+    row = paired("fixed", r, ("side_night", args), None, note="a night whose lake did not change")
+    row["target"], row["ok"] = 10.0, row["product_s"] < 10.0
+    return row
+
+
+def synth_case(tmp: Path, n: int, r: int) -> dict:
+    """A fleet of 600-run days, as `fleet synth` streams it (the next day generated while one is written),
+    vs generating then writing."""
+    days = max(1, math.ceil(n / (SAMPLES_PER_RUN * 600)))
+    args = {"days": days, "runs_per_day": 600, "tmp": str(tmp)}
+    return paired(
+        "synth", r, ("side_synth", {**args, "mode": "ours"}), ("side_synth", {**args, "mode": "baseline"})
+    )
+
+
+def backfill_case(data: Path, tmp: Path, n: int, r: int) -> dict:
+    """Seven days of a backfill: concurrent runs in two worker processes vs one after another."""
+    days = [(dt.date.fromisoformat(DAY) + dt.timedelta(days=i)).isoformat() for i in range(7)]
+    trees = [str(landing_day(data, "parquet", max(n // 7, 1000), day=d)) for d in days]
+    args = {"trees": trees, "days": days, "tmp": str(tmp)}
+    row = paired(
+        "backfill",
+        r,
+        ("side_night", {**args, "workers": 2}),
+        ("side_night", {**args, "workers": 1}),
+        note="7 days: parallel runs vs one after another",
+    )
+    row["note"] += f"; cores busy: parallel {row['product_cores']:.2f}, serial {row['anchor_cores']:.2f}"
+    return row
+
+
+def object_storage_case(data: Path, tmp: Path, n: int, r: int) -> dict:
+    """The night of one day with the lake on object storage (SeaweedFS on 127.0.0.1) vs the local lake."""
+    from tests.servers import seaweedfs
+
+    tree = landing_day(data, "jsonl", n)
+    args = {"trees": [str(tree)], "days": [DAY], "tmp": str(tmp)}
+    with seaweedfs(tmp / "seaweedfs") as store:
+        os.environ.update(store.env)  # the sides' processes reach the store the standard AWS way
+        try:
+            return paired(
+                "night-s3",
+                r,
+                ("side_night", {**args, "lake": f"s3://{store.bucket}/bench"}),
+                ("side_night", args),
+                note=f"{n:,} samples: fleet run, lake on object storage vs in a local folder",
+            )
+        finally:
+            for name in store.env:
+                os.environ.pop(name, None)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--samples", type=int, default=10_000_000, help="samples in the benchmark day")
     ap.add_argument("--repeats", type=int, default=3, help="interleaved repeats per case (medians)")
     ap.add_argument(
         "--cases",
-        default="synth,ingest,analytics,night,waste,backfill,fixed,memory",
-        help="comma-separated: synth, ingest, analytics, night, waste, backfill, fixed, memory",
+        default="synth,ingest,analytics,night,waste,s3,backfill,fixed,memory",
+        help="comma-separated: synth, ingest, analytics, night, waste, s3, backfill, fixed, memory",
     )
     ap.add_argument("--home", default=None, help="data home (default: $FLEET_HOME or ./data)")
     ap.add_argument("--child", nargs=2, metavar=("SIDE", "ARGS"), help=argparse.SUPPRESS)
@@ -575,59 +652,20 @@ def main() -> int:
             flush=True,
         )
 
-    if "synth" in cases:
-        # a fleet of 600-run days, as `fleet synth` streams it: the next day is generated while one is written
-        days = max(1, math.ceil(n / (SAMPLES_PER_RUN * 600)))
-        args = {"days": days, "runs_per_day": 600, "tmp": str(tmp)}
-        add(
-            paired(
-                "synth",
-                r,
-                ("side_synth", {**args, "mode": "ours"}),
-                ("side_synth", {**args, "mode": "baseline"}),
-            )
-        )
-    for fmt in ("parquet", "csv", "jsonl"):
-        if "ingest" in cases:
-            tree = landing_day(data, fmt, n)
-            src = samples_file(tree, fmt)
-            add(
-                paired(
-                    f"ingest-{fmt}",
-                    r,
-                    ("side_ingest", {"tree": str(tree), "day": DAY, "tmp": str(tmp)}),
-                    ("side_copy", {"src": str(src), "fmt": fmt, "tmp": str(tmp)}),
-                    note=f"{n:,} samples",
-                )
-            )
-    if "analytics" in cases:
-        add(analytics_case(data, tmp, n, r))
-    if "night" in cases:
-        for row in night_cases(data, tmp, n, r):
-            add(row)
-    if "waste" in cases:
-        add(waste_case(data, tmp, n, r))
-    if "backfill" in cases:
-        days = [(dt.date.fromisoformat(DAY) + dt.timedelta(days=i)).isoformat() for i in range(7)]
-        trees = [str(landing_day(data, "parquet", max(n // 7, 1000), day=d)) for d in days]
-        args = {"trees": trees, "days": days, "tmp": str(tmp)}
-        add(
-            paired(
-                "backfill",
-                r,
-                ("side_night", {**args, "workers": 2}),
-                ("side_night", {**args, "workers": 1}),
-                note="7 days: parallel runs vs one after another",
-            )
-        )
-        r0 = rows[-1]
-        r0["note"] += f"; cores busy: parallel {r0['product_cores']:.2f}, serial {r0['anchor_cores']:.2f}"
-    if "fixed" in cases:
-        tree = landing_day(data, "parquet", min(n, 1_000_000))
-        args = {"trees": [str(tree)], "days": [DAY], "tmp": str(tmp), "again": True}
-        row = paired("fixed", r, ("side_night", args), None, note="a night whose lake did not change")
-        row["target"], row["ok"] = 10.0, row["product_s"] < 10.0
-        add(row)
+    runners = {
+        "synth": lambda: [synth_case(tmp, n, r)],
+        "ingest": lambda: ingest_cases(data, tmp, n, r),
+        "analytics": lambda: [analytics_case(data, tmp, n, r)],
+        "night": lambda: night_cases(data, tmp, n, r),
+        "waste": lambda: [waste_case(data, tmp, n, r)],
+        "s3": lambda: [object_storage_case(data, tmp, n, r)],
+        "backfill": lambda: [backfill_case(data, tmp, n, r)],
+        "fixed": lambda: [fixed_case(data, tmp, n, r)],
+    }
+    for name, run in runners.items():
+        if name in cases:
+            for row in run():
+                add(row)
     if "memory" in cases:
         rows.extend(memory_cases(data, tmp, n))
         for row in rows:  # every ingest must also stay under the memory limit
