@@ -354,7 +354,8 @@ def _table_iii_cards(recs: pl.DataFrame) -> str:
         top = options.row(0, named=True)
         other = options.row(1, named=True) if options.height > 1 else None
         ratio = (
-            f" ({top['p50_throughput_eps'] / other['p50_throughput_eps']:.1f}x {other['platform']})"
+            f": {top['platform']} gives {top['p50_throughput_eps'] / other['p50_throughput_eps']:.1f}x "
+            f"the throughput of {other['platform']}"
             if other
             else ""
         )
