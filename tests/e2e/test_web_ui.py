@@ -122,6 +122,8 @@ def test_ui_serves_graph_schedule_and_sensor_and_sensor_launches_one_run(dagster
     assert {(s["name"], s["sensorState"]["status"]) for s in sensors["sensorsOrError"]["results"]} == {
         ("landing_sensor", "RUNNING"),
         ("dead_run_sensor", "RUNNING"),
+        ("nightly_failure_alert", "RUNNING"),
+        ("nightly_check_alert", "RUNNING"),
     }
 
     # The daemon ticks the sensor: the landed day gets exactly one run, and it succeeds.
