@@ -34,16 +34,22 @@
     return spec;
   }
 
-  function embed(key) {
+  // Draw a chart at factor f; one drawn wider than its section (long names in its labels or legend) is drawn
+  // again with narrower views until it fits.
+  function embed(key, f, tries) {
     var el = document.getElementById("chart-" + key);
-    var f = factorFor(el);
-    el.dataset.factor = String(f);
+    f = f || factorFor(el);
+    tries = tries === undefined ? 3 : tries;
+    el.dataset.factor = String(factorFor(el));
     var spec = scaled(SPECS[key], f);
     if (RANGED.indexOf(key) >= 0) spec = withRange(spec);
     return vegaEmbed(el, spec, { renderer: "svg", actions: false })
       .then(function (result) {
         if (views[key]) views[key].finalize();
         views[key] = result.view;
+        var drawn = el.querySelector("svg").getBoundingClientRect().width;
+        var room = el.parentElement.clientWidth;
+        if (drawn > room && tries > 0) return embed(key, f * 0.97 * room / drawn, tries - 1);
       })
       .catch(function (e) {
         el.textContent = "chart failed: " + e;
@@ -88,7 +94,7 @@
   }
 
   control();
-  window.fleetReportReady = Promise.all(Object.keys(SPECS).map(embed));
+  window.fleetReportReady = Promise.all(Object.keys(SPECS).map(function (key) { return embed(key); }));
   var pending = null;
   window.addEventListener("resize", function () {  // wider or narrower window: redraw at the new width
     clearTimeout(pending);
