@@ -38,14 +38,21 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Write the HTML report and every chart as PNG and SVG from the lake's aggregated tables."""
-    from dashboards.report import write_report
-    from pipelines.lib import lake
+    from dashboards.report import days_with_runs, write_report
 
     home = DataHome.resolve(args.home)
     out = Path(args.out).resolve() if args.out else home.reports
-    if not lake.table_files(home, "runs"):
+    every = days_with_runs(home)
+    if not every:
         print(
             f"fleet report: no runs in {home.lake}; run `fleet demo`, or `fleet run` after delivering data",
+            file=sys.stderr,
+        )
+        return 2
+    if not days_with_runs(home, args.date_from, args.date_to):
+        print(
+            f"fleet report: no runs from {args.date_from or 'the first day'} to {args.date_to or 'the last'} "
+            f"in {home.lake} (it holds runs of {every[0]} .. {every[-1]}); nothing written",
             file=sys.stderr,
         )
         return 2

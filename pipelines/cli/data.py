@@ -139,7 +139,13 @@ def cmd_run(args: argparse.Namespace, days: list[str] | None = None) -> int:
         )
         return 2
     print(f"materialising {len(days)} day(s) into {home.root}", flush=True)
-    result = run_pipeline(home, days, progress=lambda m: print(m, flush=True), workers=args.workers)
+    result = run_pipeline(
+        home,
+        days,
+        progress=lambda m: print(m, flush=True),
+        workers=args.workers,
+        force=getattr(args, "force", False),
+    )
     summary = queries.run(home.catalog_path, "catalog_totals").row(0, named=True)
     print(f"\nreport:  {home.report_path}\ncatalog: {home.catalog_path}")
     print(
@@ -147,6 +153,11 @@ def cmd_run(args: argparse.Namespace, days: list[str] | None = None) -> int:
         f"quarantined rows {summary['rows_quarantined']:,} · landing files {summary['landing_files']} · "
         f"wall time {result.seconds:.1f} s"
     )
+    if result.unchanged:
+        print(
+            f"skipped {len(result.unchanged)} unchanged day(s): {', '.join(result.unchanged)} "
+            "(`fleet run --force` redoes them)"
+        )
     for day, failed in result.failed_checks.items():
         for check in failed:
             print(f"CHECK {day} {check}")
