@@ -36,6 +36,32 @@ def cmd_query(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sql(args: argparse.Namespace) -> int:
+    """A read-only SQL shell over the analyst catalog (DuckDB 2): ``-c SQL``, SQL on standard input, or an
+    interactive prompt."""
+    from pipelines.lib import sqlshell
+
+    home = DataHome.resolve(args.home)
+    con = sqlshell.connect(home.catalog_path)
+    try:
+        if args.command_text is None and sys.stdin.isatty():
+            print(f"{home.catalog_path} (read-only). Statements end with ';'; .tables lists the views; .quit")
+            import readline  # noqa: F401 - line editing and history for input()
+
+            sqlshell.interactive(con, input, print)
+            return 0
+        text = args.command_text if args.command_text is not None else sys.stdin.read()
+        try:
+            for out in sqlshell.run(con, text):
+                print(out)
+        except sqlshell.SqlError as exc:
+            print(f"fleet sql: {exc}", file=sys.stderr)
+            return 2
+        return 0
+    finally:
+        con.close()
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     """Write the HTML report and every chart as PNG and SVG from the lake's aggregated tables."""
     from dashboards.report import days_with_runs, write_report

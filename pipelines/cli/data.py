@@ -249,6 +249,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
         f"demo finished in {time.perf_counter() - start:.1f} s; data home {home.root}\n"
         f"next: `fleet ui --home {home.root}` (Dagster UI), "
         f"`fleet query --home {home.root}` (canned queries), "
-        f"`duckdb -readonly {home.catalog_path}` (SQL)"
+        f"`fleet sql --home {home.root}` (SQL over the catalog)"
     )
     return code

@@ -233,6 +233,15 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--json", action="store_true", help="rows as a JSON list of objects")
     q.set_defaults(func=analyst.cmd_query)
 
+    sq = sub.add_parser(
+        "sql",
+        help="a read-only SQL shell over the analyst catalog (DuckDB 2; the duckdb CLI of the package "
+        "registries is 1.x and cannot open it)",
+    )
+    sq.add_argument("-c", dest="command_text", metavar="SQL", help="run these statements and exit")
+    sq.add_argument("--home", help=home_help)
+    sq.set_defaults(func=analyst.cmd_sql)
+
     rp = sub.add_parser("report", help="write the HTML report and every chart as PNG and SVG")
     rp.add_argument("--out", help="folder (default <data home>/reports)")
     rp.add_argument(
