@@ -107,6 +107,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
     if dead:
         print(f"marked {len(dead)} run(s) of killed processes failed: {', '.join(dead)}")
     dagster_home = instance.root_directory
+    _skip_welcome(dagster_home)
     cmd = [str(Path(sys.executable).with_name("dagster")), "dev", "-h", args.host, "-p", str(args.port)]
     print(
         f"Dagster UI on http://{args.host}:{args.port} (DAGSTER_HOME={dagster_home})",
@@ -119,7 +120,12 @@ def cmd_ui(args: argparse.Namespace) -> int:
         cmd,
         cwd=PROJECT_ROOT,
         # The code location finds the data home and the instance through these; ours stays untouched.
-        env={**os.environ, "FLEET_HOME": str(home.root), "DAGSTER_HOME": dagster_home},
+        env={
+            **os.environ,
+            "FLEET_HOME": str(home.root),
+            "DAGSTER_HOME": dagster_home,
+            "PYTHONWARNINGS": ",".join(filter(None, [os.environ.get("PYTHONWARNINGS"), QUIET_SUPERSESSION])),
+        },
         start_new_session=True,
         preexec_fn=lambda: (
             signal.signal(signal.SIGINT, signal.SIG_DFL),
@@ -140,6 +146,26 @@ def cmd_ui(args: argparse.Namespace) -> int:
         print("stopping the Dagster UI ...", flush=True)
         _stop_group(proc)
         return 128 + received[0]
+
+
+# `dagster dev` warns on every start that it is superseded by `dg dev` (a CLI package the product does
+# not need); the operator can do nothing about it, so this one warning is not shown.
+QUIET_SUPERSESSION = "ignore:Function `dev_command` is superseded:FutureWarning"
+
+
+def _skip_welcome(dagster_home: str) -> None:
+    """Mark the instance's "Join the Dagster community" dialog as seen, so the UI opens on the graph."""
+    from dagster._core.nux import set_nux_seen
+
+    previous = os.environ.get("DAGSTER_HOME")
+    os.environ["DAGSTER_HOME"] = dagster_home  # Dagster keeps the flag in $DAGSTER_HOME/.nux/
+    try:
+        set_nux_seen()
+    finally:
+        if previous is None:
+            del os.environ["DAGSTER_HOME"]
+        else:
+            os.environ["DAGSTER_HOME"] = previous
 
 
 class _Stop(Exception):
