@@ -33,6 +33,8 @@ def prepare(args: argparse.Namespace) -> None:
             check_user_catalogs(home)
         if args.command == "query" and args.name:
             _check_query(args, home)
+        if args.command == "sql":
+            check_catalog_readable(home.catalog_path)
     if getattr(args, "config", None):
         check_workload_config(Path(args.config))
 
