@@ -3,23 +3,53 @@ never raw samples, so a chart's size and build time stay flat as the fleet grows
 
 from __future__ import annotations
 
+import hashlib
+
 import altair as alt
 import polars as pl
 
-# Fixed colours for the paper's roles and platforms, so they match across charts; any other value seen in the
-# data (a platform of a public trace, say) gets the next colour of EXTRA_COLORS.
+UNKNOWN_MODEL = "(unknown model)"  # runs whose source names no model (public traces)
+# Fixed colours for the paper's roles, platforms and models, so they match across charts; any other value seen
+# in the data (a platform of a public trace, a model of your own) gets a colour of EXTRA_COLORS chosen by its
+# name alone: the same in every chart and every report, whatever else is in the data.
 ROLE_COLORS = {"trainer": "#1f77b4", "sparse_ps": "#d62728", "dense_ps": "#ff7f0e", "reader": "#7f7f7f"}
 PLATFORM_COLORS = {"cpu": "#ff7f0e", "big_basin": "#1f77b4", "zion": "#2ca02c"}
-EXTRA_COLORS = ["#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#393b79", "#637939", "#843c39"]
-COARSE_BINS = 100
+MODEL_COLORS = {"M1prod": "#4c78a8", "M2prod": "#f58518", "M3prod": "#e45756", UNKNOWN_MODEL: "#8c8c8c"}
+EXTRA_COLORS = [
+    "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#393b79", "#637939", "#843c39",
+    "#7b4173", "#3182bd", "#e6550d", "#31a354", "#756bb1", "#636363", "#a55194", "#6b6ecf",
+]  # fmt: skip
+COARSE_BINS = 50  # the ECDFs' steps (0.02 utilisation): fine at chart size, and half the daily rows
+# The report's date-range control sets these two parameters (YYYY-MM-DD) in every chart that has days.
+DAY_FROM, DAY_TO = "day_from", "day_to"
+IN_RANGE = f"datum.day >= {DAY_FROM} && datum.day <= {DAY_TO}"
+
+
+def stable_color(name: str) -> str:
+    """A colour of EXTRA_COLORS fixed by the name alone (never by what else is present)."""
+    return EXTRA_COLORS[int(hashlib.sha256(name.encode()).hexdigest(), 16) % len(EXTRA_COLORS)]
 
 
 def color_scale(values, known: dict[str, str]) -> alt.Scale:
     """An ordinal colour scale whose domain is exactly the values present (known ones first, in order)."""
     present = {v for v in values if v is not None}
     domain = [k for k in known if k in present] + sorted(present - set(known))
-    extra = iter(EXTRA_COLORS * (1 + len(domain) // len(EXTRA_COLORS)))
-    return alt.Scale(domain=domain, range=[known.get(v) or next(extra) for v in domain])
+    return alt.Scale(domain=domain, range=[known.get(v) or stable_color(v) for v in domain])
+
+
+def day_range(days: list[str]) -> list[alt.Parameter]:
+    """The two parameters the date-range control sets (all ``days`` to start with)."""
+    return [alt.param(name=DAY_FROM, value=days[0]), alt.param(name=DAY_TO, value=days[-1])]
+
+
+def _ranged(chart, days: list[str] | None):
+    """``chart`` with the date-range parameters at its top level (not for static exports: ``days`` None)."""
+    return chart.add_params(*day_range(days)) if days else chart
+
+
+def _in_range(chart, days: list[str] | None):
+    """``chart`` keeping the rows of the days in the control's range (every row for static exports)."""
+    return chart.transform_filter(IN_RANGE) if days else chart
 
 
 def _selector(field: str, options: list[str], name: str, default: str | None = None) -> alt.Parameter:
@@ -30,9 +60,30 @@ def _selector(field: str, options: list[str], name: str, default: str | None = N
     )
 
 
-def trainer_vs_ps(dist: pl.DataFrame, n_bins: int, static: bool = False) -> alt.Chart:
+def compact_data(frame: pl.DataFrame) -> alt.InlineData:
+    """``frame`` inlined as CSV text with its column types: daily aggregates in about half the bytes of JSON
+    records (the report holds up to a month of them)."""
+    parse = {c: "number" if t.is_numeric() else "string" for c, t in frame.schema.items()}
+    return alt.InlineData(values=frame.write_csv(), format=alt.DataFormat(type="csv", parse=parse))
+
+
+def _ecdf_transforms(chart, groups: list[str]):
+    """Vega-Lite transforms from per-day coarse-bin counts to an ECDF per ``groups`` (the days in range
+    are summed first, so the ECDF answers for any range without the report holding more than daily bins)."""
+    return (
+        chart.transform_aggregate(n="sum(n)", groupby=[*groups, "cbin"])
+        .transform_window(cum="sum(n)", sort=[alt.SortField("cbin")], groupby=groups, frame=[None, 0])
+        .transform_joinaggregate(total="sum(n)", groupby=groups)
+        .transform_calculate(ecdf="datum.cum / datum.total", utilisation=f"(datum.cbin + 1) / {COARSE_BINS}")
+    )
+
+
+def trainer_vs_ps(
+    dist: pl.DataFrame, n_bins: int, static: bool = False, days: list[str] | None = None
+) -> alt.Chart:
     """Fig. 5 view: ECDF of per-sample utilisation, trainers vs parameter servers, per resource, one model
-    on CPU clusters at a time (selector), medians and p95 marked."""
+    on CPU clusters at a time (selector), medians and p95 marked; over the days of the date-range control
+    (``days``: the days it offers)."""
     d = (
         dist.filter(
             (pl.col("statistic") == "sample")
@@ -40,71 +91,33 @@ def trainer_vs_ps(dist: pl.DataFrame, n_bins: int, static: bool = False) -> alt.
             & pl.col("role").is_in(["trainer", "sparse_ps"])
             & pl.col("resource").is_in(["cpu", "mem_cap", "mem_bw", "net_bw"])
         )
-        .with_columns((pl.col("bin").cast(pl.Int32) * COARSE_BINS // n_bins).alias("cbin"))
-        .group_by("model_name", "role", "resource", "cbin")
-        .agg(pl.col("n").sum())
-        .sort("model_name", "role", "resource", "cbin")
         .with_columns(
-            (pl.col("n").cum_sum() / pl.col("n").sum()).over("model_name", "role", "resource").alias("ecdf"),
-            ((pl.col("cbin") + 1) / COARSE_BINS).alias("utilisation"),
+            (pl.col("bin").cast(pl.Int32) * COARSE_BINS // n_bins).alias("cbin"),
+            pl.col("day").cast(pl.String),
         )
-    )
-    marks = (
-        d.with_columns((pl.col("ecdf") >= 0.5).alias("p50"), (pl.col("ecdf") >= 0.95).alias("p95"))
-        .group_by("model_name", "role", "resource")
-        .agg(
-            pl.col("utilisation").filter(pl.col("p50")).min().alias("median"),
-            pl.col("utilisation").filter(pl.col("p95")).min().alias("p95"),
-        )
-        .unpivot(
-            index=["model_name", "role", "resource"],
-            on=["median", "p95"],
-            variable_name="mark",
-            value_name="utilisation",
-        )
+        .group_by("day", "model_name", "role", "resource", "cbin")
+        .agg(pl.col("n").sum())
+        .filter(pl.col("n") > 0)
+        .sort("day", "model_name", "role", "resource", "cbin")
     )
     models = sorted(d["model_name"].unique().to_list())
     pick = _selector("model_name", models, "tvp_model")
     roles = color_scale(d["role"].unique().to_list(), ROLE_COLORS)
-    both = pl.concat(
-        [
-            d.select(
-                "model_name",
-                "role",
-                "resource",
-                "utilisation",
-                "ecdf",
-                pl.lit("ecdf").alias("kind"),
-                pl.lit(None, pl.String).alias("mark"),
-            ),
-            marks.select(
-                "model_name",
-                "role",
-                "resource",
-                "utilisation",
-                pl.lit(None, pl.Float64).alias("ecdf"),
-                pl.lit("mark").alias("kind"),
-                "mark",
-            ),
-        ]
+    groups = ["model_name", "role", "resource"]
+    base = alt.Chart()
+    if not static:
+        base = _in_range(base, days).transform_filter(alt.datum.model_name == pick)
+    ecdf = _ecdf_transforms(base, groups)
+    lines = ecdf.mark_line(interpolate="step-after").encode(
+        x=alt.X("utilisation:Q", scale=alt.Scale(domain=[0, 1]), title="utilisation"),
+        y=alt.Y("ecdf:Q", title="share of samples <= x"),
+        color=alt.Color("role:N", scale=roles),
+        tooltip=["role:N", alt.Tooltip("utilisation:Q", format=".2f"), alt.Tooltip("ecdf:Q", format=".2f")],
     )
-    base = alt.Chart() if static else alt.Chart().transform_filter(alt.datum.model_name == pick)
-    lines = (
-        base.transform_filter(alt.datum.kind == "ecdf")
-        .mark_line(interpolate="step-after")
-        .encode(
-            x=alt.X("utilisation:Q", scale=alt.Scale(domain=[0, 1]), title="utilisation"),
-            y=alt.Y("ecdf:Q", title="share of samples <= x"),
-            color=alt.Color("role:N", scale=roles),
-            tooltip=[
-                "role:N",
-                alt.Tooltip("utilisation:Q", format=".2f"),
-                alt.Tooltip("ecdf:Q", format=".2f"),
-            ],
-        )
-    )
-    rules = (
-        base.transform_filter(alt.datum.kind == "mark")
+    marks = [
+        ecdf.transform_filter(f"datum.ecdf >= {share}")
+        .transform_aggregate(utilisation="min(utilisation)", groupby=groups)
+        .transform_calculate(mark=f"'{name}'")
         .mark_rule()
         .encode(
             x="utilisation:Q",
@@ -114,36 +127,40 @@ def trainer_vs_ps(dist: pl.DataFrame, n_bins: int, static: bool = False) -> alt.
             ),
             tooltip=["role:N", "mark:N", alt.Tooltip("utilisation:Q", format=".2f")],
         )
-    )
+        for name, share in (("median", 0.5), ("p95", 0.95))
+    ]
     title = "Trainers vs sparse parameter servers on CPU clusters (ECDF; dashed: median, dotted: p95)"
-    layered = alt.layer(lines, rules, data=both)
+    layered = alt.layer(lines, *marks, data=compact_data(d))
     if static:  # exports: every model, not one selector state
         return (
             layered.properties(width=150, height=110)
             .facet(row=alt.Row("model_name:N", title=None), column=alt.Column("resource:N", title=None))
             .properties(title=title)
         )
-    return (
-        layered.properties(width=260, height=150)
+    return _ranged(
+        layered.properties(width=340, height=150)
         .facet(facet=alt.Facet("resource:N", title=None), columns=2)
         .add_params(pick)
-        .properties(title=title)
+        .properties(title=title),
+        days,
     )
 
 
-def server_counts(hist: pl.DataFrame, static: bool = False) -> alt.Chart:
+def server_counts(hist: pl.DataFrame, static: bool = False, days: list[str] | None = None) -> alt.Chart:
     """Figs. 8-9 view: runs per server count of each role, one platform at a time (selector, CPU clusters
     first: there trainer and PS counts vary); roles a platform does not use (count 0 only) are left out."""
     merged = (
         hist.filter(pl.col("n_servers") > 0)
-        .group_by("platform", "role", "n_servers")
+        .with_columns(pl.col("day").cast(pl.String))
+        .group_by("day", "platform", "role", "n_servers")
         .agg(pl.col("n_runs").sum())
-        .sort("role", "n_servers")
+        .sort("day", "role", "n_servers")
     )
     platforms = color_scale(merged["platform"].unique().to_list(), PLATFORM_COLORS)
     pick = _selector("platform", platforms.domain, "count_platform", default="cpu")
+    title = "Servers per run (Figs. 8-9 of the paper)"
     chart = (
-        alt.Chart(merged, title="Servers per run (Figs. 8-9 of the paper)")
+        alt.Chart(merged)
         .mark_bar()
         .encode(
             x=alt.X("n_servers:Q", bin=alt.Bin(maxbins=40), title="servers in the run"),
@@ -157,34 +174,69 @@ def server_counts(hist: pl.DataFrame, static: bool = False) -> alt.Chart:
             ],
         )
     )
-    if static:  # exports: every platform as a row of small multiples
+    if static:  # exports: every platform as a row of small multiples, one title over them all
         return (
             chart.properties(width=170, height=90)
             .facet(row=alt.Row("platform:N", title=None), column=alt.Column("role:N", title=None))
             .resolve_scale(y="independent")
+            .properties(title=title)
         )
-    return (
-        chart.transform_filter(alt.datum.platform == pick)
-        .properties(width=260, height=130)
+    return _ranged(
+        _in_range(chart, days)
+        .transform_filter(alt.datum.platform == pick)
+        .properties(width=340, height=130)
         .facet(facet=alt.Facet("role:N", title=None), columns=2)
         .add_params(pick)
         .resolve_scale(y="independent")
+        .properties(title=title),
+        days,
     )
 
 
 FIT_NOTE = (  # shown under the heatmaps
-    "✕ no fit: the model's embedding tables exceed that placement's memory tier. "
-    "Blank: the placement does not exist on that platform (CPU clusters keep tables on remote PS only; "
-    "hybrid needs GPUs with system memory beside them)."
+    "Every cell has a value or says why it has none. ✕ no fit: the model's embedding tables exceed that "
+    "placement's memory tier. = gpu_hbm: the tables fit in the GPUs' memory, so hybrid (tables split between "
+    "GPU and host memory) is the same system as gpu_hbm and is not ranked apart; the fleet's hybrid runs of "
+    "that model run as gpu_hbm does. – not ranked: the recommender has no answer for that model and option. "
+    "A placement a platform does not offer has no column (CPU clusters keep tables on remote PS only)."
 )
+CELL_TEXT = {"no_fit": "✕ no fit", "same_as_gpu_hbm": "= gpu_hbm", "not_ranked": "– not ranked"}
+
+
+def fit_cells(recs: pl.DataFrame) -> pl.DataFrame:
+    """Every model x platform/placement of the throughput ranking, each with ``cell``: ``value`` (it fits),
+    ``no_fit``, ``same_as_gpu_hbm`` (hybrid where the tables fit HBM: the recommender ranks only gpu_hbm) or
+    ``not_ranked``."""
+    d = recs.filter(pl.col("objective") == "throughput").with_columns(
+        pl.format("{}/{}", "platform", "placement").alias("option")
+    )
+    options = d.select("option", "platform", "placement").unique()
+    grid = d.select("model_name").unique().join(options, how="cross")
+    hbm_fits = d.filter((pl.col("placement") == "gpu_hbm") & pl.col("fits")).select(
+        "model_name", "platform", pl.lit(True).alias("hbm_fits")
+    )
+    return (
+        grid.join(d.drop("platform", "placement"), on=["model_name", "option"], how="left")
+        .join(hbm_fits, on=["model_name", "platform"], how="left")
+        .with_columns(
+            pl.when(pl.col("fits"))
+            .then(pl.lit("value"))
+            .when(pl.col("fits").not_())
+            .then(pl.lit("no_fit"))
+            .when((pl.col("placement") == "hybrid") & pl.col("hbm_fits").fill_null(False))
+            .then(pl.lit("same_as_gpu_hbm"))
+            .otherwise(pl.lit("not_ranked"))
+            .alias("cell")
+        )
+        .with_columns(pl.col("cell").replace_strict(CELL_TEXT, default="").alias("cell_text"))
+        .sort("model_name", "option")
+    )
 
 
 def fit_matrix(recs: pl.DataFrame) -> alt.Chart:
     """Workload x platform/placement: predicted throughput and throughput per watt, each with its own colour
-    scale and legend (units in the titles); cells that do not fit are marked, missing cells explained."""
-    d = recs.filter(pl.col("objective") == "throughput").with_columns(
-        pl.format("{}/{}", "platform", "placement").alias("option")
-    )
+    scale and legend (units in the titles); a cell without a value says why (``fit_cells``)."""
+    d = fit_cells(recs)
     views = []
     for field, title, unit, fmt in (
         ("p50_throughput_eps", "Predicted throughput, P50", "examples/s", ",.0f"),
@@ -195,7 +247,7 @@ def fit_matrix(recs: pl.DataFrame) -> alt.Chart:
             y=alt.Y("model_name:N", title=None),
         )
         cells = (
-            base.transform_filter(alt.datum.fits)
+            base.transform_filter(alt.datum.cell == "value")
             .mark_rect()
             .encode(
                 color=alt.Color(
@@ -213,15 +265,26 @@ def fit_matrix(recs: pl.DataFrame) -> alt.Chart:
             )
         )
         missing = (
-            base.transform_filter(~alt.datum.fits)
+            base.transform_filter(alt.datum.cell != "value")
             .mark_rect(color="#eeeeee")
-            .encode(tooltip=["model_name:N", "option:N", alt.Tooltip("shortfall_gb:Q", format=",.0f")])
+            .encode(
+                tooltip=[
+                    "model_name:N",
+                    "option:N",
+                    alt.Tooltip("cell_text:N", title="why no value"),
+                    alt.Tooltip("shortfall_gb:Q", format=",.0f"),
+                ]
+            )
         )
-        labels = base.mark_text(fontSize=10).encode(
-            text=alt.condition(alt.datum.fits, alt.Text(f"{field}:Q", format=".3~s"), alt.value("✕ no fit"))
+        labels = (
+            base.transform_calculate(
+                label=f"datum.cell === 'value' ? format(datum.{field}, '.3~s') : datum.cell_text"
+            )
+            .mark_text(fontSize=10)
+            .encode(text="label:N")
         )
         views.append(
-            (cells + missing + labels).properties(width=480, height=26 * max(d["model_name"].n_unique(), 1))
+            (cells + missing + labels).properties(width=720, height=26 * max(d["model_name"].n_unique(), 1))
         )
     return alt.vconcat(*views).resolve_scale(color="independent")
 
@@ -247,7 +310,7 @@ def cpu_vs_big_basin(recs: pl.DataFrame) -> alt.Chart:
                 "bottleneck:N",
             ],
         )
-        .properties(width=420, height=180)
+        .properties(width=720, height=180)
     )
 
 
@@ -273,20 +336,30 @@ SWEEP_AXES = {
 }
 
 
+# Sweep axes show the values swept, as plain numbers with thousands separators ("1,024", "51,200") or, for
+# whole thousands and millions, short ("100k", "25M"): never "1.024k" or "1.048576M".
+SWEEP_LABEL = "datum.value % 1000 === 0 ? format(datum.value, '~s') : format(datum.value, ',')"
+
+
 def whatif_sweeps(sweeps: pl.DataFrame) -> alt.Chart:
     """Figs. 10-13 view: test-suite throughput vs one varied field, per platform (model predictions)."""
     platforms = color_scale(sweeps["platform"].unique().to_list(), PLATFORM_COLORS)
     panels = []
     for field in sweeps["field"].unique(maintain_order=True).to_list():
+        d = sweeps.filter(pl.col("field") == field)
         panels.append(
-            alt.Chart(sweeps.filter(pl.col("field") == field), title=field)
+            alt.Chart(d, title=field)
             .mark_line(point=True)
             .encode(
                 x=alt.X(
                     "value:Q",
                     scale=alt.Scale(type="log", base=2),
                     title=SWEEP_AXES.get(field, field),
-                    axis=alt.Axis(format="~s", labelOverlap="greedy", tickCount=5),
+                    axis=alt.Axis(
+                        values=sorted(d["value"].unique().to_list()),
+                        labelExpr=SWEEP_LABEL,
+                        labelOverlap="greedy",
+                    ),
                 ),
                 y=alt.Y(
                     "throughput_eps:Q",
@@ -303,7 +376,7 @@ def whatif_sweeps(sweeps: pl.DataFrame) -> alt.Chart:
                     "bottleneck:N",
                 ],
             )
-            .properties(width=250, height=140)
+            .properties(width=340, height=140)
         )
     return alt.concat(
         *panels, columns=2, title="What-if sweeps of the configurable test suite (workload model)"
@@ -330,7 +403,7 @@ def placement_comparison(placements: pl.DataFrame) -> alt.Chart:
                 "fits:N",
             ],
         )
-        .properties(width=190, height=150)
+        .properties(width=220, height=150)
         .facet(facet=alt.Facet("model_name:N", title=None), columns=3)
         .resolve_scale(y="independent")
     )
@@ -354,66 +427,86 @@ def calibration(results: pl.DataFrame) -> alt.Chart:
         color=alt.Color("status:N", scale=alt.Scale(domain=["PASS", "FAIL"], range=["#2ca02c", "#d62728"])),
         tooltip=["id:N", "label:N", "target:Q", "model:Q", "status:N"],
     )
-    return (band + dots).properties(width=300, height=20 * max(d.height, 1))
+    return (band + dots).properties(width=560, height=20 * max(d.height, 1))
 
 
-def trends(daily: pl.DataFrame) -> alt.Chart:
+def platforms_without_throughput(daily: pl.DataFrame) -> list[str]:
+    """Platforms whose runs report no throughput in these days (public traces publish none)."""
+    has = daily.group_by("platform").agg(pl.col("median_throughput_eps").is_not_null().any().alias("has"))
+    return sorted(has.filter(~pl.col("has") & pl.col("platform").is_not_null())["platform"].to_list())
+
+
+def trends(daily: pl.DataFrame, days: list[str] | None = None) -> alt.Chart:
     """Fleet over days: runs per day, quarantined rows per day (only when some were), and the median
-    throughput per model on each platform (CPU and GPU runs are not mixed)."""
+    throughput per model on each platform whose runs report one (CPU and GPU runs are not mixed)."""
     d = daily.with_columns(pl.col("day").cast(pl.String))
     x = alt.X("day:O", title=None, axis=alt.Axis(labelAngle=-40))
     per_day = d.group_by("day").agg(pl.col("runs").sum(), pl.col("rows_quarantined").max()).sort("day")
+    size = {"width": 340, "height": 130}
     panels = [
-        alt.Chart(per_day, title="Runs per day")
+        _in_range(alt.Chart(per_day, title="Runs per day"), days)
         .mark_bar(color="#1f77b4")
         .encode(x=x, y=alt.Y("runs:Q", title="runs"), tooltip=["day:O", "runs:Q"])
-        .properties(width=260, height=130)
+        .properties(**size)
     ]
     if per_day["rows_quarantined"].sum():
         panels.append(
-            alt.Chart(per_day, title="Quarantined rows per day")
+            _in_range(alt.Chart(per_day, title="Quarantined rows per day"), days)
             .mark_bar(color="#d62728")
             .encode(x=x, y=alt.Y("rows_quarantined:Q", title="rows"), tooltip=["day:O", "rows_quarantined:Q"])
-            .properties(width=260, height=130)
+            .properties(**size)
         )
-    for platform in sorted(d["platform"].drop_nulls().unique().to_list()):
+    models = color_scale(d["model_name"].unique().to_list(), MODEL_COLORS)
+    silent = set(platforms_without_throughput(daily))
+    for platform in sorted(set(d["platform"].drop_nulls().unique().to_list()) - silent):
         panels.append(
-            alt.Chart(
-                d.filter(pl.col("platform") == platform), title=f"Median throughput per model: {platform}"
+            _in_range(
+                alt.Chart(
+                    d.filter(pl.col("platform") == platform), title=f"Median throughput per model: {platform}"
+                ),
+                days,
             )
             .mark_line(point=True)
             .encode(
                 x=x,
                 y=alt.Y("median_throughput_eps:Q", title="examples/s", axis=alt.Axis(format="~s")),
-                color=alt.Color("model_name:N", title="model"),
+                color=alt.Color("model_name:N", title="model", scale=models),
                 tooltip=[
                     "day:O",
                     "model_name:N",
                     alt.Tooltip("median_throughput_eps:Q", format=",.0f", title="examples/s"),
                 ],
             )
-            .properties(width=260, height=130)
+            .properties(**size)
         )
-    return alt.concat(*panels, columns=2).resolve_scale(color="shared")
+    return _ranged(alt.concat(*panels, columns=2).resolve_scale(color="shared"), days)
 
 
-def run_explorer(runs: pl.DataFrame) -> alt.Chart:
+def run_explorer(runs: pl.DataFrame, days: list[str] | None = None) -> alt.Chart:
     """Linked selection: brush runs on trainer vs PS mean CPU utilisation; the list shows how many runs are
-    selected and the first 15 of them."""
+    selected and the first 15 of them (runs of the days in the date range only)."""
     brush = alt.selection_interval(name="runs_brush", encodings=["x", "y"])
+    runs = runs.with_columns(pl.col("day").cast(pl.String))
+    models = color_scale(runs["model_name"].unique().to_list(), MODEL_COLORS)
     points = (
-        alt.Chart(runs, title="Runs: trainer vs sparse-PS mean CPU (drag to select)")
+        _in_range(alt.Chart(runs, title="Runs: trainer vs sparse-PS mean CPU (drag to select)"), days)
         .mark_circle(size=40, opacity=0.7)
         .encode(
             x=alt.X("trainer_cpu:Q", title="trainer mean CPU", scale=alt.Scale(domain=[0, 1])),
             y=alt.Y("ps_cpu:Q", title="sparse-PS mean CPU", scale=alt.Scale(domain=[0, 1])),
             color=alt.condition(
                 brush,
-                alt.Color("model_name:N", title="model", legend=alt.Legend(orient="bottom", labelLimit=150)),
+                alt.Color(
+                    "model_name:N",
+                    title="model",
+                    scale=models,
+                    legend=alt.Legend(orient="bottom", labelLimit=150),
+                ),
                 alt.value("#cccccc"),
             ),
             tooltip=[
                 "run_id:N",
+                "day:N",
                 "model_name:N",
                 "n_trainers:Q",
                 "n_sparse_ps:Q",
@@ -421,27 +514,30 @@ def run_explorer(runs: pl.DataFrame) -> alt.Chart:
             ],
         )
         .add_params(brush)
-        .properties(width=260, height=220)
+        .properties(width=330, height=220)
     )
-    selected = alt.Chart(runs).transform_filter(brush)
+    selected = _in_range(alt.Chart(runs), days).transform_filter(brush)
     count = (
         selected.transform_aggregate(n="count()")
         .transform_calculate(text="datum.n + (datum.n === 1 ? ' run selected' : ' runs selected')")
         .mark_text(align="left", fontSize=11, fontWeight="bold")
-        .encode(text="text:N")
-        .properties(width=320, height=16)
+        .encode(text="text:N", x=alt.value(0))
+        .properties(width=LIST_WIDTH, height=16)
     )
     table = (
         selected.transform_window(row="row_number()")
         .transform_filter(alt.datum.row <= 15)
-        .mark_text(align="left", fontSize=10, limit=320)
-        .encode(y=alt.Y("row:O", axis=None), text=alt.Text("line:N"))
-        .properties(width=320, height=200, title="Selected runs (first 15)")
+        .mark_text(align="left", fontSize=10, limit=LIST_WIDTH)  # lines are cut at the list's width
+        .encode(y=alt.Y("row:O", axis=None), x=alt.value(0), text=alt.Text("line:N"))
+        .properties(width=LIST_WIDTH, height=200, title="Selected runs (first 15)")
     )
-    return alt.hconcat(points, alt.vconcat(count, table, spacing=2))
+    return _ranged(alt.hconcat(points, alt.vconcat(count, table, spacing=2)), days)
 
 
-def waste(efficiency: pl.DataFrame) -> alt.Chart:
+LIST_WIDTH = 420  # the selected-runs list (its text is cut at this width, scaled with the chart)
+
+
+def waste(efficiency: pl.DataFrame, days: list[str] | None = None) -> alt.Chart:
     """Where the fleet wastes machines: servers recoverable per day and per model and platform, stacked by
     role (right-sized runs only; provisioned kW in the tooltips)."""
     judged = efficiency.filter(pl.col("right_sized_servers").is_not_null())
@@ -451,18 +547,21 @@ def waste(efficiency: pl.DataFrame) -> alt.Chart:
     ]
     per_day = judged.group_by("day", "role").agg(sums).with_columns(pl.col("day").cast(pl.String))
     per_system = (
-        judged.group_by("model_name", "platform", "role")
+        judged.group_by("day", "model_name", "platform", "role")
         .agg(sums)
-        .with_columns(pl.format("{} · {}", "model_name", "platform").alias("system"))
+        .with_columns(
+            pl.format("{} · {}", pl.col("model_name").fill_null(UNKNOWN_MODEL), "platform").alias("system"),
+            pl.col("day").cast(pl.String),
+        )
     )
     roles = color_scale(judged["role"].unique().to_list(), ROLE_COLORS)
     tip = [
         "role:N",
-        alt.Tooltip("servers_recoverable:Q", title="servers recoverable", format=","),
-        alt.Tooltip("provisioned_kw:Q", title="provisioned kW", format=",.1f"),
+        alt.Tooltip("sum(servers_recoverable):Q", title="servers recoverable", format=","),
+        alt.Tooltip("sum(provisioned_kw):Q", title="provisioned kW", format=",.1f"),
     ]
     by_day = (
-        alt.Chart(per_day, title="Servers recoverable per day")
+        _in_range(alt.Chart(per_day, title="Servers recoverable per day"), days)
         .mark_bar()
         .encode(
             x=alt.X("day:O", title=None, axis=alt.Axis(labelAngle=-40)),
@@ -470,10 +569,10 @@ def waste(efficiency: pl.DataFrame) -> alt.Chart:
             color=alt.Color("role:N", scale=roles),
             tooltip=["day:O", *tip],
         )
-        .properties(width=240, height=160)
+        .properties(width=300, height=160)
     )
     by_system = (
-        alt.Chart(per_system, title="Servers recoverable per model and platform")
+        _in_range(alt.Chart(per_system, title="Servers recoverable per model and platform"), days)
         .mark_bar()
         .encode(
             y=alt.Y("system:N", title=None, sort="-x", axis=alt.Axis(labelLimit=160)),
@@ -481,6 +580,6 @@ def waste(efficiency: pl.DataFrame) -> alt.Chart:
             color=alt.Color("role:N", scale=roles),
             tooltip=["system:N", *tip],
         )
-        .properties(width=240, height=18 * max(per_system["system"].n_unique(), 1))
+        .properties(width=300, height=18 * max(per_system["system"].n_unique(), 1))
     )
-    return alt.hconcat(by_day, by_system).resolve_scale(color="shared")
+    return _ranged(alt.hconcat(by_day, by_system).resolve_scale(color="shared"), days)

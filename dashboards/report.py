@@ -20,7 +20,9 @@ from pipelines.lib.paths import DataHome
 from pipelines.lib.volume import failing
 
 TEMPLATE = Path(__file__).resolve().parent / "report_template.html"
-RUN_EXPLORER_MAX = 600  # runs in the linked scatter: the latest ones, so the report stays flat
+SCRIPT = Path(__file__).resolve().parent / "report.js"  # the page's logic: chart widths, date-range control
+RUN_EXPLORER_MAX = 600  # runs in the linked scatter: the latest of each day, so the report stays flat
+MAX_DAYS = 31  # days with runs the report holds (the latest of the range): its size stays flat over time
 
 
 @dataclass
@@ -37,6 +39,7 @@ class ReportInputs:
     placements: pl.DataFrame
     calibration: pl.DataFrame
     header: dict[str, str] = field(default_factory=dict)
+    days: list[str] = field(default_factory=list)  # the days with runs the report covers (date-range control)
     run_efficiency: pl.DataFrame = field(default_factory=lambda: contract("run_efficiency").empty_frame())
     server_outliers: pl.DataFrame = field(default_factory=lambda: contract("server_outliers").empty_frame())
 
@@ -164,18 +167,47 @@ def _volume_line(volume: pl.DataFrame, shown: int = 3) -> str:
     return f"NO on {bad['day'].n_unique()} day(s): {listed}{more}"
 
 
+def days_with_runs(home: DataHome, first: str | None = None, last: str | None = None) -> list[str]:
+    """The days of ``first`` .. ``last`` (default: all) with runs in the lake."""
+    days = _between(lake.read_table(home, "runs").select("day"), first, last)["day"].unique().sort()
+    return [d.isoformat() for d in days.to_list()]
+
+
+def _spans(runs: pl.DataFrame) -> str:
+    """The date range of each source's runs ("pai 2020-02-20 .. 2020-03-12 (8 days); synthetic ...")."""
+    spans = (
+        runs.group_by("source")
+        .agg(
+            pl.col("day").min().alias("a"),
+            pl.col("day").max().alias("b"),
+            pl.col("day").n_unique().alias("n"),
+        )
+        .sort("source")
+    )
+    return "; ".join(
+        f"{src} {a} .. {b} ({n} day{'s' if n != 1 else ''})" for src, a, b, n in spans.iter_rows()
+    )
+
+
 def gather(home: DataHome, first: str | None = None, last: str | None = None) -> ReportInputs:
-    """Read the aggregated tables (day range optional) and evaluate the model views."""
+    """Read the aggregated tables of the latest MAX_DAYS days with runs in ``first`` .. ``last`` (default:
+    the whole lake) and evaluate the model views."""
+    in_range = days_with_runs(home, first, last)
+    days = in_range[-MAX_DAYS:]
+    if days:
+        first, last = days[0], days[-1]
     dist = _between(lake.read_table(home, "util_distribution"), first, last)
     hist = _between(lake.read_table(home, "server_count_hist"), first, last)
-    runs = _between(lake.read_table(home, "runs"), first, last)
+    runs = _between(lake.read_table(home, "runs"), first, last).with_columns(
+        pl.col("model_name").fill_null(charts.UNKNOWN_MODEL)
+    )
     ledger = _between(lake.read_table(home, "ingest_ledger"), first, last)
     volume = _between(lake.read_table(home, "sample_volume"), first, last)
     stats = _between(lake.read_table(home, "run_role_stats"), first, last)
     recs = lake.read_table(home, "recommendations")
     tvp = lake.read_table(home, "trainer_vs_ps")
     daily = (
-        runs.group_by("day", pl.col("model_name").fill_null("(unknown)"), "platform")
+        runs.group_by("day", "model_name", "platform")
         .agg(pl.len().alias("runs"), pl.col("throughput_eps").median().alias("median_throughput_eps"))
         .join(ledger.group_by("day").agg(pl.col("rows_quarantined").sum()), on="day", how="left")
         .with_columns(pl.col("rows_quarantined").fill_null(0))
@@ -190,12 +222,14 @@ def gather(home: DataHome, first: str | None = None, last: str | None = None) ->
         )
     )
     explorer = (
-        runs.sort("start_ts", descending=True, nulls_last=True)
-        .head(RUN_EXPLORER_MAX)
-        .join(cpu_means, on="run_id")
+        runs.join(cpu_means, on="run_id")
         .filter(pl.col("ps_cpu").is_not_null())
+        .sort("start_ts", descending=True, nulls_last=True)
+        # every day keeps its latest runs, so any date range has runs to explore
+        .filter(pl.int_range(pl.len()).over("day") < max(RUN_EXPLORER_MAX // max(len(days), 1), 10))
         .select(
             "run_id",
+            "day",
             "model_name",
             "platform",
             "n_trainers",
@@ -212,19 +246,23 @@ def gather(home: DataHome, first: str | None = None, last: str | None = None) ->
         lambda: dict(zip(("sweeps", "placements", "calibration"), model_views(), strict=True)),
     )
     sweeps, placements, cal = views["sweeps"], views["placements"], views["calibration"]
-    days = sorted(runs["day"].unique().to_list()) if runs.height else []
     last_ingest = ledger["ingested_at"].max() if ledger.height else None
     n_samples = int(ledger.filter(pl.col("table_name") == "utilisation_samples")["rows_accepted"].sum())
     header = {
         "fleet": f"{runs.height:,} runs, {n_samples:,} samples, "
         f"{int(ledger['rows_quarantined'].sum()) if ledger.height else 0:,} rows quarantined",
-        "date range": f"{days[0]} .. {days[-1]} ({len(days)} days)" if days else "no data",
+        "date range": _spans(runs) if runs.height else "no data",
         "data freshness": f"last ingest {last_ingest:%Y-%m-%d %H:%M} UTC"
         if last_ingest
         else "never ingested",
         "platforms": ", ".join(sorted(set(runs["platform"].drop_nulls().to_list()))) or "-",
         "samples arrived": _volume_line(volume),
     }
+    if len(in_range) > len(days):
+        header["days shown"] = (
+            f"the latest {len(days)} of {len(in_range)} days with runs ({in_range[0]} .. {in_range[-1]}); "
+            "`fleet report --from D --to D` reports earlier days"
+        )
     return ReportInputs(
         dist,
         hist,
@@ -236,6 +274,7 @@ def gather(home: DataHome, first: str | None = None, last: str | None = None) ->
         placements,
         cal,
         header,
+        days,
         _between(lake.read_table(home, "run_efficiency"), first, last),
         _between(lake.read_table(home, "server_outliers"), first, last),
     )
@@ -248,21 +287,22 @@ def build_charts(inputs: ReportInputs, static: bool = False) -> dict[str, alt.To
     """Every chart of the report, by file name; sections without data are left out (``NO_DATA`` says why).
     ``static``: the PNG/SVG exports, where selector charts show every model or platform as small multiples."""
     n_bins = int(contract("util_distribution").parameters["n_bins"])
+    days = None if static else inputs.days  # the exports show every day; the page has the range control
     out: dict[str, alt.TopLevelMixin] = {}
     if inputs.recommendations.height:
         out["hardware_fit"] = charts.fit_matrix(inputs.recommendations)
         if set(TABLE_III) <= set(charts.best_per_platform(inputs.recommendations, TABLE_III)["platform"]):
             out["cpu_vs_big_basin"] = charts.cpu_vs_big_basin(inputs.recommendations)
     if inputs.util_distribution.filter(pl.col("platform") == "cpu").height:
-        out["trainer_vs_ps"] = charts.trainer_vs_ps(inputs.util_distribution, n_bins, static=static)
+        out["trainer_vs_ps"] = charts.trainer_vs_ps(inputs.util_distribution, n_bins, static, days)
     if inputs.server_count_hist.filter(pl.col("n_servers") > 0).height:
-        out["server_counts"] = charts.server_counts(inputs.server_count_hist, static=static)
+        out["server_counts"] = charts.server_counts(inputs.server_count_hist, static, days)
     if inputs.runs_explorer.height:
-        out["run_explorer"] = charts.run_explorer(inputs.runs_explorer)
+        out["run_explorer"] = charts.run_explorer(inputs.runs_explorer, days)
     if inputs.daily.height:
-        out["fleet_trends"] = charts.trends(inputs.daily)
+        out["fleet_trends"] = charts.trends(inputs.daily, days)
     if inputs.run_efficiency["right_sized_servers"].is_not_null().any():
-        out["waste"] = charts.waste(inputs.run_efficiency)
+        out["waste"] = charts.waste(inputs.run_efficiency, days)
     out["whatif_sweeps"] = charts.whatif_sweeps(inputs.sweeps)
     out["placements"] = charts.placement_comparison(inputs.placements)
     out["calibration"] = charts.calibration(inputs.calibration)
@@ -314,7 +354,8 @@ def _table_iii_cards(recs: pl.DataFrame) -> str:
         top = options.row(0, named=True)
         other = options.row(1, named=True) if options.height > 1 else None
         ratio = (
-            f" ({top['p50_throughput_eps'] / other['p50_throughput_eps']:.1f}x {other['platform']})"
+            f": {top['platform']} gives {top['p50_throughput_eps'] / other['p50_throughput_eps']:.1f}x "
+            f"the throughput of {other['platform']}"
             if other
             else ""
         )
@@ -420,6 +461,9 @@ PAPER_PS = (
     "and a longer tail, Fig. 5) and their counts vary widely for the same model (Fig. 9)."
 )
 TOP_WASTE_RUNS = 15
+# The width (px) the charts are drawn for: the content width of a 1024 px window. The page scales every
+# chart's views to the width it has (wider windows get wider charts; labels and legends keep their size).
+DESIGN_WIDTH = 960
 
 
 # json.dumps already escapes non-ASCII (U+2028/2029 included); these three are what HTML parsing sees.
@@ -434,18 +478,41 @@ def script_json(value: object) -> str:
     return json.dumps(value).translate(_SCRIPT_UNSAFE)
 
 
+def _notes(inputs: ReportInputs) -> dict[str, str]:
+    """The note under each chart; what depends on the data is said here."""
+    notes = dict(NOTES)
+    silent = charts.platforms_without_throughput(inputs.daily)
+    if silent:
+        notes["fleet_trends"] = (
+            f"No throughput panel for {', '.join(silent)}: their runs report no throughput "
+            "(public traces such as the Alibaba PAI trace do not publish it)."
+        )
+    return notes
+
+
+RANGED_NOTE = (
+    "The charts with days follow the date range above; the header, the recommendations, these totals "
+    "and the tables cover every day of the report ({first} .. {last})."
+)
+
+
 def render_html(
     home: DataHome, inputs: ReportInputs, specs: dict[str, dict], files: dict[str, tuple[str, str]]
 ) -> str:
-    """One HTML document: the Vega bundle inlined once, a vegaEmbed per chart, links to its PNG and SVG."""
+    """One HTML document: the Vega bundle inlined once, the chart specs once, a date-range control over the
+    charts that have days, links to every chart's PNG and SVG."""
     import vl_convert
 
-    blocks, calls = [], []
+    notes = _notes(inputs)
+    blocks = []
     for key, title in SECTIONS:
         heading = f"<h2>{html.escape(title)}</h2>"
         if key == "recommendation cards":
             blocks.append(heading + _cards(inputs.recommendations))
             continue
+        if key == "waste" and inputs.days:
+            ranged = RANGED_NOTE.format(first=inputs.days[0], last=inputs.days[-1])
+            heading += f'<p class="note">{html.escape(ranged)}</p>'
         if key not in specs:
             if key == "waste":
                 heading += _waste_summary(inputs.run_efficiency, inputs.server_outliers)
@@ -456,7 +523,7 @@ def render_html(
             heading += _table_iii_cards(inputs.recommendations)
         if key == "waste":
             heading += _waste_summary(inputs.run_efficiency, inputs.server_outliers)
-        note = f'<p class="note">{html.escape(NOTES[key])}</p>' if key in NOTES else ""
+        note = f'<p class="note">{html.escape(notes[key])}</p>' if key in notes else ""
         blocks.append(
             f'{heading}<div class="chart" id="chart-{key}"></div>{note}'
             f'<p class="files">Also as <a href="{html.escape(png)}">PNG</a> and '
@@ -471,14 +538,12 @@ def render_html(
                     {"id": "id", "status": "status", "expected": "paper", "value_text": "model"},
                 )
             )
-        calls.append(
-            f"vegaEmbed('#chart-{key}', {script_json(specs[key])}, {{renderer: 'svg', actions: false}})"
-            ".catch(function (e) { document.getElementById('chart-"
-            + key
-            + "').textContent = 'chart failed: ' + e; "
-            "console.error(e); });"
-        )
     bundle = cache.package_text("vega_bundle", vl_convert.__version__, vl_convert.javascript_bundle)
+    ranged = [
+        k
+        for k, spec in specs.items()
+        if any(p.get("name") == charts.DAY_FROM for p in spec.get("params", []))
+    ]
     return TEMPLATE.read_text(encoding="utf-8").format(
         header="".join(
             f"<li><b>{html.escape(k)}</b>: {html.escape(v)}</li>" for k, v in inputs.header.items()
@@ -486,7 +551,11 @@ def render_html(
         generated=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         body="\n".join(blocks),
         bundle=bundle.replace("</script", "<\\/script"),
-        calls="\n".join(calls),
+        specs=script_json(specs),
+        days=script_json(inputs.days),
+        ranged=script_json(ranged),
+        design_width=DESIGN_WIDTH,
+        script=SCRIPT.read_text(encoding="utf-8").replace("</script", "<\\/script"),
     )
 
 

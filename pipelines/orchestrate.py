@@ -14,15 +14,18 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import dagster as dg
 from dagster._utils.interrupts import check_captured_interrupt  # Dagster keeps a signal it captured here
 
 from pipelines.defs.partitions import partitions_start
+from pipelines.lib import cache, lake
+from pipelines.lib.landing import inventory, landing_days
 from pipelines.lib.paths import INSTANCE_TEMPLATE, DataHome
 from pipelines.lib.preflight import Unavailable
 from pipelines.runs import (
+    HANDLED_BY,
     WAREHOUSE_POOL,
     WORKER_TAG,
     fail_dead_runs,
@@ -55,11 +58,58 @@ class Stopped(Unavailable):
 
 @dataclass
 class PipelineRun:
-    days: list[str]
+    days: list[str]  # the days that ran
     seconds: float
     run_ids: list[str]
     dead_runs_failed: list[str]
     failed_checks: dict[str, list[str]]  # day -> the checks of its run that did not pass
+    unchanged: dict[str, str] = field(default_factory=dict)  # day skipped -> the run that already did it
+    merged: bool = True  # False: nothing changed since the last merged run, which stands
+
+
+DAY_INPUTS = "fleet/day_inputs"  # tag: what a day's run read (landing files, code, catalogs), hashed
+MERGE_INPUTS = "fleet/merge_inputs"  # tag: what a merge run read (every landing day's inputs, code)
+# The code a day's outputs depend on; the report's code counts for the merge run too.
+DAY_CODE = ("pipelines", "sql", "schemas", "synthetic_fleet")
+
+
+def day_inputs(home: DataHome, days: Sequence[str]) -> dict[str, str]:
+    """Per day, a hash of what its run reads: its landing files (path, size, mtime), the code and the data
+    home's own catalogs. Equal hashes: the day's outputs would come out the same."""
+    code = cache.code_version(*DAY_CODE)
+    catalogs = cache.files_version(home.user_catalog_dir / f for f in ("hardware.yaml", "models.yaml"))
+    files: dict[str, list[str]] = {d: [] for d in days}
+    for rel, (mtime_ns, size) in inventory(home).items():
+        day = rel.split("/")[1]
+        if day in files:
+            files[day].append(f"{rel}:{size}:{mtime_ns}")
+    return {d: cache.key(code, catalogs, *sorted(entries)) for d, entries in files.items()}
+
+
+def _unchanged(home: DataHome, instance: dg.DagsterInstance, inputs: dict[str, str]) -> dict[str, str]:
+    """The days (with the run that did them) whose inputs are those of a successful run of theirs and whose
+    lake partition is still there."""
+    unchanged = {}
+    for day, key in inputs.items():
+        before = _done_before(instance, DAY_INPUTS, key, day)
+        if before and lake.table_files(home, HANDLED_BY, day):
+            unchanged[day] = before
+    return unchanged
+
+
+def _merge_inputs(home: DataHome) -> str:
+    """What a merge run reads: every landing day's inputs and the code (the report's too)."""
+    every_day = day_inputs(home, _covered(landing_days(home))[0])
+    return cache.key(cache.code_version(*DAY_CODE, "dashboards"), *sorted(every_day.values()))
+
+
+def _done_before(instance: dg.DagsterInstance, tag: str, value: str, day: str | None = None) -> str | None:
+    """The id of a successful nightly run tagged ``tag=value`` (for ``day``), if any."""
+    tags = {tag: value, **({"dagster/partition": day} if day else {})}
+    runs = instance.get_runs(
+        filters=dg.RunsFilter(job_name=JOB, tags=tags, statuses=[dg.DagsterRunStatus.SUCCESS]), limit=1
+    )
+    return runs[0].run_id if runs else None
 
 
 def ensure_instance(home: DataHome) -> dg.DagsterInstance:
@@ -129,11 +179,12 @@ def run_pipeline(
     instance: dg.DagsterInstance | None = None,
     progress: Callable[[str], None] = print,
     workers: int = 1,
+    force: bool = False,
 ) -> PipelineRun:
     """Every daily asset of each day, then the merged and publish assets (``_run_all``); a signal that
     interrupts a run raises ``Stopped`` (the days already written stay)."""
     try:
-        return _run_all(home, days, instance=instance, progress=progress, workers=workers)
+        return _run_all(home, days, instance=instance, progress=progress, workers=workers, force=force)
     except (dg.DagsterExecutionInterruptedError, KeyboardInterrupt) as exc:
         raise Stopped(
             "stopped by a signal (SIGTERM/SIGINT); the days already written stay, run again to finish"
@@ -147,14 +198,17 @@ def _run_all(
     instance: dg.DagsterInstance | None = None,
     progress: Callable[[str], None] = print,
     workers: int = 1,
+    force: bool = False,
 ) -> PipelineRun:
     """Materialise every daily asset for each day, then every unpartitioned asset once (tagged with the
     last day's partition, as the nightly schedule's run would be). Runs left unfinished by a killed earlier
     process are marked failed first.
 
-    With ``workers`` > 1, days run as concurrent runs of the nightly job in that many worker processes
-    (days are independent; the lake serialises what must be). Days that are not partitions yet (today, the
-    future) are reported and skipped. With no days, only the merged analyses and publishing run."""
+    A day whose landing files, code and catalogs are as they were for a successful run of it (``day_inputs``)
+    is skipped, and so is the merge when nothing changed since the last one; ``force`` redoes them. With
+    ``workers`` > 1, days run as concurrent runs of the nightly job in that many worker processes (days are
+    independent; the lake serialises what must be). Days that are not partitions yet (today, the future) are
+    reported and skipped. With no days, only the merged analyses and publishing run."""
     start = time.perf_counter()
     instance = instance or ensure_instance(home)
     dead = fail_dead_runs(instance)
@@ -168,27 +222,59 @@ def _run_all(
     first = min(days) if days else partitions_start(home)
     job, daily, merged = _graph(home, first)
     tags = {"fleet/trigger": "cli", WORKER_TAG: this_worker()}
+    inputs = day_inputs(home, days)
+    unchanged = {} if force else _unchanged(home, instance, inputs)
+    todo = [d for d in days if d not in unchanged]
     run_ids: list[str] = []
-
     failed_checks: dict[str, list[str]] = {}
+    for day, run_id in unchanged.items():
+        progress(
+            f"  [-] {day}: unchanged (landing files, code and catalogs as for run {run_id[:8]}); "
+            "skipped (--force redoes it)"
+        )
+    finished: dict[str, tuple[str, float, list[str]]] = {}
 
-    def done(i: int, day: str, run_id: str, seconds: float, failed: list[str]) -> None:
-        run_ids.append(run_id)
-        progress(f"  [{i}/{len(days)}] {day}: raw -> core -> out partials ({seconds:.1f} s)")
-        for check in failed:
-            progress(f"      check did not pass: {check}")
-        if failed:
-            failed_checks[day] = failed
+    def done(day: str, run_id: str, seconds: float, failed: list[str]) -> None:
+        """Record a day's run; print the days in date order as they become complete."""
+        finished[day] = (run_id, seconds, failed)
+        while len(run_ids) < len(todo) and todo[len(run_ids)] in finished:
+            d = todo[len(run_ids)]
+            rid, secs, bad = finished[d]
+            run_ids.append(rid)
+            progress(f"  [{len(run_ids)}/{len(todo)}] {d}: raw -> core -> out partials ({secs:.1f} s)")
+            for check in bad:
+                progress(f"      check did not pass: {check}")
+            if bad:
+                failed_checks[d] = bad
 
-    if workers > 1 and len(days) > 1:
+    def day_tags(day: str) -> dict[str, str]:
+        return {**tags, DAY_INPUTS: inputs[day]}
+
+    if workers > 1 and len(todo) > 1:
         ctx = multiprocessing.get_context("spawn")  # no fork of a process with DuckDB and polars threads
-        with ProcessPoolExecutor(max_workers=min(workers, len(days)), mp_context=ctx) as pool:
-            futures = [pool.submit(_run_day, home, first, d, tags) for d in days]
-            for i, fut in enumerate(as_completed(futures), 1):
-                done(i, *fut.result())
+        with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=ctx) as pool:
+            futures = [pool.submit(_run_day, home, first, d, day_tags(d)) for d in todo]
+            for fut in as_completed(futures):
+                done(*fut.result())
     else:
-        for i, day in enumerate(days, 1):
-            done(i, *_run_day(home, first, day, tags))
+        for day in todo:
+            done(*_run_day(home, first, day, day_tags(day)))
+    merge_key = _merge_inputs(home)
+    before = None if force or todo else _done_before(instance, MERGE_INPUTS, merge_key)
+    if before:
+        progress(
+            f"  nothing changed since run {before[:8]}: the merged analyses, the analyst catalog and the "
+            "report stand as it left them (--force redoes them)"
+        )
+        return PipelineRun(
+            days=[],
+            seconds=time.perf_counter() - start,
+            run_ids=[],
+            dead_runs_failed=dead,
+            failed_checks={},
+            unchanged=unchanged,
+            merged=False,
+        )
     t = time.perf_counter()
     progress(f"  merging {len(days)} day(s) of partials, rebuilding the analyst catalog and the report ...")
     last = days[-1] if days else _last_partition(home, first)
@@ -199,18 +285,19 @@ def _run_all(
             asset_selection=merged,
             partition_key=last,
             instance=instance,
-            tags=tags,
+            tags={**tags, MERGE_INPUTS: merge_key},
             run_config=run_config(home),
             run_id=run_id,
         )
     run_ids.append(res.run_id)
     progress(f"  merged analyses, analyst catalog, report ({time.perf_counter() - t:.1f} s)")
     return PipelineRun(
-        days=list(days),
+        days=todo,
         seconds=time.perf_counter() - start,
         run_ids=run_ids,
         dead_runs_failed=dead,
         failed_checks=dict(sorted(failed_checks.items())),
+        unchanged=unchanged,
     )
 
 
@@ -282,7 +369,5 @@ class _PoolWatch:
 
 
 def _last_partition(home: DataHome, first: str) -> str:
-    from pipelines.lib.landing import landing_days
-
     landed, _ = _covered(landing_days(home))
     return landed[-1] if landed else first

@@ -10,6 +10,8 @@ import socket
 
 import dagster as dg
 
+from pipelines.lib.alerts import FailedCheck
+
 WORKER_TAG = "fleet/worker"
 WAREHOUSE_POOL = "warehouse"  # the analyst-catalog writer's pool (one at a time)
 # Runs that hold a slot of the run queue; a QUEUED run has no process yet and is left alone.
@@ -121,3 +123,21 @@ def day_handled_since(instance: dg.DagsterInstance, job_name: str, day: str, sin
         )
     )
     return pending > 0
+
+
+def failed_checks(instance: dg.DagsterInstance, run_id: str) -> list[FailedCheck]:
+    """The asset checks that did not pass in a run, from its event log."""
+    out = []
+    for record in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION):
+        e = record.dagster_event.event_specific_data
+        if not e.passed:
+            out.append(
+                FailedCheck(
+                    e.asset_key.to_user_string(),
+                    e.check_name,
+                    e.severity.value.lower(),
+                    bool(e.blocking),
+                    e.description or "",
+                )
+            )
+    return out

@@ -23,7 +23,7 @@ from pipelines.lib.preflight import (
 # Subcommands that read the data home's own hardware and model catalogs (catalog/*.yaml).
 USES_USER_CATALOG = {"demo", "synth", "run", "ingest", "whatif", "recommend", "waste"}
 # Subcommands that read or write the lake.
-USES_LAKE = {"demo", "run", "ingest", "recommend", "waste", "report", "query"}
+USES_LAKE = {"demo", "run", "ingest", "recommend", "waste", "report", "query", "sql"}
 
 
 def prepare(args: argparse.Namespace) -> None:
@@ -38,6 +38,8 @@ def prepare(args: argparse.Namespace) -> None:
             check_lake(home)
         if args.command == "query" and args.name:
             _check_query(args, home)
+        if args.command == "sql":
+            check_catalog_readable(home.catalog_path)
     if getattr(args, "config", None):
         check_workload_config(Path(args.config))
 

@@ -36,17 +36,50 @@ def cmd_query(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sql(args: argparse.Namespace) -> int:
+    """A read-only SQL shell over the analyst catalog (DuckDB 2): ``-c SQL``, SQL on standard input, or an
+    interactive prompt."""
+    from pipelines.lib import lake, sqlshell
+
+    home = DataHome.resolve(args.home)
+    con = sqlshell.connect(home.catalog_path, lake.store(home))
+    try:
+        if args.command_text is None and sys.stdin.isatty():
+            print(f"{home.catalog_path} (read-only). Statements end with ';'; .tables lists the views; .quit")
+            import readline  # noqa: F401 - line editing and history for input()
+
+            sqlshell.interactive(con, input, print)
+            return 0
+        text = args.command_text if args.command_text is not None else sys.stdin.read()
+        try:
+            for out in sqlshell.run(con, text):
+                print(out)
+        except sqlshell.SqlError as exc:
+            print(f"fleet sql: {exc}", file=sys.stderr)
+            return 2
+        return 0
+    finally:
+        con.close()
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     """Write the HTML report and every chart as PNG and SVG from the lake's aggregated tables."""
-    from dashboards.report import write_report
-    from pipelines.lib import lake
+    from dashboards.report import days_with_runs, write_report
 
     home = DataHome.resolve(args.home)
     out = Path(args.out).resolve() if args.out else home.reports
-    if not lake.table_files(home, "runs"):
+    every = days_with_runs(home)
+    if not every:
         print(
             f"fleet report: no runs in {home.lake_uri}; "
             "run `fleet demo`, or `fleet run` after delivering data",
+            file=sys.stderr,
+        )
+        return 2
+    if not days_with_runs(home, args.date_from, args.date_to):
+        print(
+            f"fleet report: no runs from {args.date_from or 'the first day'} to {args.date_to or 'the last'} "
+            f"in {home.lake_uri} (it holds runs of {every[0]} .. {every[-1]}); nothing written",
             file=sys.stderr,
         )
         return 2
@@ -75,6 +108,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
     if dead:
         print(f"marked {len(dead)} run(s) of killed processes failed: {', '.join(dead)}")
     dagster_home = instance.root_directory
+    _skip_welcome(dagster_home)
     cmd = [str(Path(sys.executable).with_name("dagster")), "dev", "-h", args.host, "-p", str(args.port)]
     print(
         f"Dagster UI on http://{args.host}:{args.port} (DAGSTER_HOME={dagster_home})",
@@ -87,7 +121,12 @@ def cmd_ui(args: argparse.Namespace) -> int:
         cmd,
         cwd=PROJECT_ROOT,
         # The code location finds the data home and the instance through these; ours stays untouched.
-        env={**os.environ, "FLEET_HOME": str(home.root), "DAGSTER_HOME": dagster_home},
+        env={
+            **os.environ,
+            "FLEET_HOME": str(home.root),
+            "DAGSTER_HOME": dagster_home,
+            "PYTHONWARNINGS": ",".join(filter(None, [os.environ.get("PYTHONWARNINGS"), QUIET_SUPERSESSION])),
+        },
         start_new_session=True,
         preexec_fn=lambda: (
             signal.signal(signal.SIGINT, signal.SIG_DFL),
@@ -108,6 +147,26 @@ def cmd_ui(args: argparse.Namespace) -> int:
         print("stopping the Dagster UI ...", flush=True)
         _stop_group(proc)
         return 128 + received[0]
+
+
+# `dagster dev` warns on every start that it is superseded by `dg dev` (a CLI package the product does
+# not need); the operator can do nothing about it, so this one warning is not shown.
+QUIET_SUPERSESSION = "ignore:Function `dev_command` is superseded:FutureWarning"
+
+
+def _skip_welcome(dagster_home: str) -> None:
+    """Mark the instance's "Join the Dagster community" dialog as seen, so the UI opens on the graph."""
+    from dagster._core.nux import set_nux_seen
+
+    previous = os.environ.get("DAGSTER_HOME")
+    os.environ["DAGSTER_HOME"] = dagster_home  # Dagster keeps the flag in $DAGSTER_HOME/.nux/
+    try:
+        set_nux_seen()
+    finally:
+        if previous is None:
+            del os.environ["DAGSTER_HOME"]
+        else:
+            os.environ["DAGSTER_HOME"] = previous
 
 
 class _Stop(Exception):

@@ -139,7 +139,13 @@ def cmd_run(args: argparse.Namespace, days: list[str] | None = None) -> int:
         )
         return 2
     print(f"materialising {len(days)} day(s) into {home.root}", flush=True)
-    result = run_pipeline(home, days, progress=lambda m: print(m, flush=True), workers=args.workers)
+    result = run_pipeline(
+        home,
+        days,
+        progress=lambda m: print(m, flush=True),
+        workers=args.workers,
+        force=getattr(args, "force", False),
+    )
     summary = queries.run(home.catalog_path, "catalog_totals", store=lake.store(home)).row(0, named=True)
     print(f"\nreport:  {home.report_path}\ncatalog: {home.catalog_path}")
     print(
@@ -147,6 +153,11 @@ def cmd_run(args: argparse.Namespace, days: list[str] | None = None) -> int:
         f"quarantined rows {summary['rows_quarantined']:,} · landing files {summary['landing_files']} · "
         f"wall time {result.seconds:.1f} s"
     )
+    if result.unchanged:
+        print(
+            f"skipped {len(result.unchanged)} unchanged day(s): {', '.join(result.unchanged)} "
+            "(`fleet run --force` redoes them)"
+        )
     for day, failed in result.failed_checks.items():
         for check in failed:
             print(f"CHECK {day} {check}")
@@ -238,6 +249,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
         f"demo finished in {time.perf_counter() - start:.1f} s; data home {home.root}\n"
         f"next: `fleet ui --home {home.root}` (Dagster UI), "
         f"`fleet query --home {home.root}` (canned queries), "
-        f"`duckdb -readonly {home.catalog_path}` (SQL)"
+        f"`fleet sql --home {home.root}` (SQL over the catalog)"
     )
     return code

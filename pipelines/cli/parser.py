@@ -143,7 +143,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=data.cmd_synth)
 
     r = sub.add_parser(
-        "run", help="materialise every asset for landing days; with --from/--to, a backfill of that range"
+        "run",
+        help="materialise every asset for landing days that changed; with --from/--to, a backfill of that "
+        "range",
     )
     r.add_argument("--home", help=home_help)
     r.add_argument(
@@ -151,6 +153,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--to", dest="date_to", type=day, help="last day YYYY-MM-DD (default: --from)")
     r.add_argument("--workers", type=at_least_one, default=workers, help=workers_help)
+    r.add_argument(
+        "--force",
+        action="store_true",
+        help="redo every day, also those whose landing files, code and catalogs did not change since a "
+        "successful run of theirs (skipped by default, each named)",
+    )
     r.set_defaults(func=data.cmd_run)
 
     i = sub.add_parser(
@@ -224,6 +232,15 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--home", help=home_help)
     q.add_argument("--json", action="store_true", help="rows as a JSON list of objects")
     q.set_defaults(func=analyst.cmd_query)
+
+    sq = sub.add_parser(
+        "sql",
+        help="a read-only SQL shell over the analyst catalog (DuckDB 2; the duckdb CLI of the package "
+        "registries is 1.x and cannot open it)",
+    )
+    sq.add_argument("-c", dest="command_text", metavar="SQL", help="run these statements and exit")
+    sq.add_argument("--home", help=home_help)
+    sq.set_defaults(func=analyst.cmd_sql)
 
     rp = sub.add_parser("report", help="write the HTML report and every chart as PNG and SVG")
     rp.add_argument("--out", help="folder (default <data home>/reports)")

@@ -1,7 +1,9 @@
-"""Resources: the data home (lake, landing, warehouse, reports) and the catalogs; in-process execution."""
+"""Resources: the data home (lake, landing, warehouse, reports) and the catalogs, the alert webhook;
+in-process execution."""
 
 import dagster as dg
 
+from pipelines.lib import alerts
 from pipelines.lib.paths import DataHome
 from pipelines.runs import WORKER_TAG, this_worker
 from synthetic_fleet.catalog import HardwareCatalog, ModelSpec, load_hardware, load_models
@@ -33,8 +35,26 @@ class FleetHome(dg.ConfigurableResource):
         return load_models(self.data_home().user_catalog_dir / "models.yaml")
 
 
+class AlertWebhook(dg.ConfigurableResource):
+    """A Slack-compatible incoming webhook. Its URL is read from the environment variable named here when an
+    alert is sent (unset: alerts are off), so neither the UI nor a log ever shows it."""
+
+    url_env: str = alerts.URL_ENV
+    timeout_s: float = alerts.TIMEOUT_S
+
+    def send(self, message: dict[str, str]) -> str:
+        """Post ``message``; what happened, for the tick (``AlertNotSent`` when the webhook refused it)."""
+        url = alerts.webhook_url(self.url_env)
+        if url is None:
+            return f"alert not sent: no webhook configured (set ${self.url_env})"
+        alerts.post(url, message, self.timeout_s)
+        return "alert sent to the webhook"
+
+
 @dg.definitions
 def resources() -> dg.Definitions:
     # In-process: one Python process per run. On 2 cores this is ~3x faster than a process per step,
     # and it serialises the steps that write the analyst catalog.
-    return dg.Definitions(resources={"fleet": FleetHome()}, executor=dg.in_process_executor)
+    return dg.Definitions(
+        resources={"fleet": FleetHome(), "alerts_webhook": AlertWebhook()}, executor=dg.in_process_executor
+    )

@@ -7,13 +7,13 @@ import dagster as dg
 
 from pipelines.defs.jobs import nightly
 from pipelines.defs.resources import FleetHome
-from pipelines.lib.monitoring import Signature, changed_days, landing_inventory
+from pipelines.lib.monitoring import Signature, changed_days, landing_inventory, waiting_days_reason
 from pipelines.runs import day_handled_since, fail_dead_runs
 
 
-def _partition_keys(context: dg.SensorEvaluationContext) -> set[str]:
+def _partition_keys(context: dg.SensorEvaluationContext) -> list[str]:
     """The nightly job's partitions as loaded (their start is set when the code location loads)."""
-    return set(context.repository_def.get_job(nightly.name).partitions_def.get_partition_keys())
+    return context.repository_def.get_job(nightly.name).partitions_def.get_partition_keys()
 
 
 def _seed(instance: dg.DagsterInstance, current: dict[str, Signature]) -> dict[str, Signature]:
@@ -35,7 +35,7 @@ def _seed(instance: dg.DagsterInstance, current: dict[str, Signature]) -> dict[s
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="Watches <data home>/landing; one run per changed day (cursor = file signatures, run key = "
     "change). Its first tick counts days already ingested as seen; a day already queued or running is not "
-    "requested again.",
+    "requested again. A tick without runs says why (a day before the first partition needs a reload).",
 )
 def landing_sensor(context: dg.SensorEvaluationContext, fleet: FleetHome):
     current = landing_inventory(fleet.data_home())
@@ -43,7 +43,8 @@ def landing_sensor(context: dg.SensorEvaluationContext, fleet: FleetHome):
         previous = _seed(context.instance, current)
     else:
         previous = {k: tuple(v) for k, v in json.loads(context.cursor).items()}
-    valid = _partition_keys(context)
+    keys = _partition_keys(context)
+    valid = set(keys)
     requests, skipped, handled = [], [], []
     for change in changed_days(previous, current):
         if change.day not in valid:
@@ -63,10 +64,11 @@ def landing_sensor(context: dg.SensorEvaluationContext, fleet: FleetHome):
             )
         )
     cursor = dict(current)
+    waiting = waiting_days_reason(skipped, keys[0] if keys else None, keys[-1] if keys else None)
     if skipped:
-        # Not yet a partition (today, or a bad folder name): leave these out of the cursor so they are
-        # requested once their day exists; the nightly schedule covers today's files as well.
-        context.log.warning(f"landing days not (yet) in the partition range: {', '.join(skipped)}")
+        # Not a partition (yet): leave these out of the cursor so they are requested once their day exists
+        # (or the code location is reloaded); every tick without runs says so in its skip reason.
+        context.log.warning(waiting)
         for rel in [r for r in cursor if r.split("/")[1] in skipped]:
             if rel in previous:
                 cursor[rel] = previous[rel]
@@ -76,6 +78,8 @@ def landing_sensor(context: dg.SensorEvaluationContext, fleet: FleetHome):
         reason = "no new or changed landing files" + (
             f" (already queued or ingested: {', '.join(handled)})" if handled else ""
         )
+        if waiting:
+            reason = f"{waiting}. Otherwise {reason}"
         return dg.SensorResult(skip_reason=dg.SkipReason(reason), cursor=json.dumps(cursor))
     return dg.SensorResult(run_requests=requests, cursor=json.dumps(cursor))
 

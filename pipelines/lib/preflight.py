@@ -103,7 +103,7 @@ def check_catalog_readable(catalog: Path) -> None:
         holder = f"process {pid.group(1)}" if pid else "another process"
         raise UsageError(
             f"the analyst catalog {catalog} is open for writing in {holder}; close that session "
-            "(analysts open it with `duckdb -readonly`) and retry"
+            "(analysts open it read-only: `fleet sql`, `duckdb.connect(path, read_only=True)`) and retry"
         ) from None
 
 

@@ -553,6 +553,21 @@ BOTTLENECK_TEXT = {
 }
 
 
+SERVER_NOUNS = (
+    ("n_trainers", ("trainer", "trainers")),
+    ("n_sparse_ps", ("sparse PS", "sparse PS")),
+    ("n_dense_ps", ("dense PS", "dense PS")),
+    ("n_readers", ("reader", "readers")),
+)
+
+
+def _count(column: str, noun: tuple[str, str]) -> pl.Expr:
+    """ "1 trainer", "3 trainers"."""
+    return pl.format(
+        "{} {}", column, pl.when(pl.col(column) == 1).then(pl.lit(noun[0])).otherwise(pl.lit(noun[1]))
+    )
+
+
 def _explain(res: pl.DataFrame, score: str, workload: dict[str, Any]) -> pl.Expr:
     """One sentence per option: throughput with its band and the band's measured coverage, perf/W, the
     bottleneck and its counterfactual, the server counts, and why drawn power may exceed provisioned."""
@@ -568,8 +583,7 @@ def _explain(res: pl.DataFrame, score: str, workload: dict[str, Any]) -> pl.Expr
         .otherwise(pl.lit("coefficient spread, coverage not measured"))
     )
     fits_text = pl.format(
-        "{}/{}: {} ex/s (P10-P90 {}-{}, {}), {} ex/s/W; limited by {}; {} would give {}x; "
-        "{} trainers, {} sparse PS, {} dense PS, {} readers",
+        "{}/{}: {} ex/s (P10-P90 {}-{}, {}), {} ex/s/W; limited by {}; {} would give {}x; {}, {}, {}, {}",
         "platform",
         "placement",
         pl.col("p50_throughput_eps").round(0).cast(pl.Int64),
@@ -580,10 +594,7 @@ def _explain(res: pl.DataFrame, score: str, workload: dict[str, Any]) -> pl.Expr
         pl.col("bottleneck").replace_strict(BOTTLENECK_TEXT, default=pl.col("bottleneck")),
         cf_text,
         pl.col("counterfactual_gain").round(2),
-        "n_trainers",
-        "n_sparse_ps",
-        "n_dense_ps",
-        "n_readers",
+        *(_count(c, noun) for c, noun in SERVER_NOUNS),
     )
     drawn = (
         pl.when(pl.col("power_w") > pl.col("provisioned_w"))
@@ -610,7 +621,8 @@ def _explain(res: pl.DataFrame, score: str, workload: dict[str, Any]) -> pl.Expr
                         fits_text,
                         pl.lit("; "),
                         (rel * 100).round(0).cast(pl.Int64).cast(pl.String),
-                        pl.lit("% of the best."),
+                        # the best of every option ranked, which a comparison of two platforms may not show
+                        pl.lit(f"% of the best option ({best['platform']}/{best['placement']})."),
                     ]
                 )
             )

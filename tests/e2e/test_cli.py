@@ -1,5 +1,7 @@
 """The `fleet` command and the Dagster CLI, as a user runs them."""
 
+import re
+
 import duckdb
 import pytest
 
@@ -20,6 +22,9 @@ def test_fleet_demo_end_to_end(tmp_path):
     assert f"catalog: {home}/warehouse/fleet.duckdb" in out
     assert "runs 30 · samples" in out and "quarantined rows 0" in out
     assert "[2/2]" in out  # progress per day
+    ran = re.findall(r"\[(\d)/2\] (\d{4}-\d\d-\d\d): raw", out)  # two days at once (workers), told in order
+    assert [n for n, _ in ran] == ["1", "2"] and [d for _, d in ran] == sorted(d for _, d in ran)
+    assert f"`fleet sql --home {home}`" in out  # the SQL shell that opens this catalog
     con = duckdb.connect(str(home / "warehouse" / "fleet.duckdb"), read_only=True)
     try:
         assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 30

@@ -210,7 +210,8 @@ import sys
 from pipelines import orchestrate
 from pipelines.cli import main
 orchestrate.wait_for_pool = lambda *a, **k: None  # the slot is taken after the check: Dagster waits
-sys.exit(main(["run", "--home", sys.argv[1]]))
+# --force: nothing changed since the first run, which would otherwise leave the catalog as it is
+sys.exit(main(["run", "--home", sys.argv[1], "--force"]))
 """
 
 

@@ -2,6 +2,7 @@
 
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 from PIL import Image
@@ -41,9 +42,22 @@ def test_fleet_report_writes_html_png_and_svg(materialized, tmp_path, capsys):  
 
 def test_report_never_reads_raw_samples(materialized, tmp_path):  # noqa: F811
     home, *_ = materialized
-    shutil.rmtree(home.lake / "utilisation_samples")  # the report must not need them
+    shutil.rmtree(Path(home.lake_uri) / "utilisation_samples")  # the report must not need them
     assert main(["report", "--home", str(home.root), "--out", str(tmp_path / "o")]) == 0
     assert (tmp_path / "o" / "fleet_report.html").exists()
+
+
+def test_report_of_a_range_without_runs_exits_2_and_writes_nothing(materialized, tmp_path, capsys):  # noqa: F811
+    home, *_ = materialized
+    out = tmp_path / "out"
+    code = main(
+        ["report", "--home", str(home.root), "--out", str(out), "--from", "2019-01-01", "--to", "2019-01-05"]
+    )
+    assert code == 2 and not out.exists()
+    err = capsys.readouterr().err
+    assert (
+        f"no runs from 2019-01-01 to 2019-01-05 in {home.lake_uri} (it holds runs of {DAY} .. {DAY})" in err
+    )
 
 
 def test_report_and_run_without_data_say_so_and_exit_2(tmp_path, capsys):

@@ -96,8 +96,8 @@ def test_platform_colours_come_from_the_data(report):
     bars = re.findall(r'<path[^>]*aria-roledescription="bar"[^>]*fill="([^"]+)"', server_counts)
     bars += re.findall(r'<path[^>]*fill="([^"]+)"[^>]*aria-roledescription="bar"', server_counts)
     assert bars and all(f not in ("transparent", "none", "") for f in bars)
-    spec = json.loads(re.search(r"vegaEmbed\('#chart-server_counts', (\{.*?\}), \{renderer", page).group(1))
-    domain = json.dumps(spec)
+    specs = json.loads(re.search(r"var SPECS = (\{.*?\});\nvar DAYS", page, re.S).group(1))
+    domain = json.dumps(specs["server_counts"])
     assert "pai_t4" in domain and "zion" in domain
 
 

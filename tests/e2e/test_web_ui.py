@@ -122,6 +122,8 @@ def test_ui_serves_graph_schedule_and_sensor_and_sensor_launches_one_run(dagster
     assert {(s["name"], s["sensorState"]["status"]) for s in sensors["sensorsOrError"]["results"]} == {
         ("landing_sensor", "RUNNING"),
         ("dead_run_sensor", "RUNNING"),
+        ("nightly_failure_alert", "RUNNING"),
+        ("nightly_check_alert", "RUNNING"),
     }
 
     # The daemon ticks the sensor: the landed day gets exactly one run, and it succeeds.
@@ -177,12 +179,13 @@ def test_fleet_ui_stops_its_whole_process_group_on_a_signal(landed, tmp_path, si
     dh = tmp_path / "dagster_home_ui"
     port = _free_port()
     env = {**os.environ, "DAGSTER_HOME": str(dh), "DAGSTER_DISABLE_TELEMETRY": "1"}
+    log = open(tmp_path / "fleet_ui.log", "w")  # noqa: SIM115 - open while the UI runs, closed below
     proc = subprocess.Popen(
         [str(BIN / "fleet"), "ui", "--home", str(landed.root), "--port", str(port)],
         cwd=PROJECT_ROOT,
         env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
         # as a service manager or a script without job control would start it: SIGINT ignored
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN) if sig == signal.SIGTERM else None,
     )
@@ -192,6 +195,8 @@ def test_fleet_ui_stops_its_whole_process_group_on_a_signal(landed, tmp_path, si
             assert proc.poll() is None and time.monotonic() < deadline
             time.sleep(0.5)
         assert len(_with_environ(str(dh))) >= 3  # fleet ui, dagster dev, webserver, daemon, code server
+        # The UI opens on the graph, not on the "Join the Dagster community" dialog.
+        assert _graphql(port, "{ shouldShowNux }")["shouldShowNux"] is False
         proc.send_signal(sig)
         proc.wait(timeout=90)
         assert proc.returncode == 128 + sig
@@ -200,7 +205,10 @@ def test_fleet_ui_stops_its_whole_process_group_on_a_signal(landed, tmp_path, si
             time.sleep(0.5)
         assert _with_environ(str(dh)) == []
         assert not _answers(port)
+        printed = (tmp_path / "fleet_ui.log").read_text()
+        assert "Dagster UI on http://127.0.0.1" in printed and "SupersessionWarning" not in printed
     finally:
+        log.close()
         if proc.poll() is None:
             proc.kill()
         for pid in _with_environ(str(dh)):

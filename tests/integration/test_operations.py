@@ -54,6 +54,27 @@ def test_landing_sensor_waits_for_days_that_are_not_partitions_yet(landed, defin
         assert "2999-01-01" not in tick.cursor  # requested later, once the day exists
 
 
+def test_landing_sensor_tick_says_why_a_day_is_not_requested(home, definitions):
+    """The tick's skip reason (what the UI shows for a tick with no runs) names a day before the first
+    partition and says a reload covers it, and a day not over yet; a later tick says it again."""
+    for day in ("2019-12-31", "2999-01-01"):  # partitions start 2020-01-01 in the tests
+        f = home.landing / "synthetic" / day / "runs.jsonl"
+        f.parent.mkdir(parents=True)
+        f.write_text("{}\n")
+    with dg.instance_for_test() as instance:
+        tick = _sensor(definitions, instance, home)
+        assert tick.run_requests == []
+        reason = tick.skip_message
+        assert "2019-12-31 before the first daily partition (2020-01-01)" in reason
+        assert "Deployment > Reload" in reason and "restart `fleet ui`" in reason
+        assert "2999-01-01 not over yet (UTC)" in reason
+        assert "no new or changed landing files" in reason
+        again = _sensor(definitions, instance, home, tick.cursor)
+        assert (
+            again.run_requests == [] and "2019-12-31 before the first daily partition" in again.skip_message
+        )
+
+
 def _schedule(d, instance, home):
     schedule = d.resolve_schedule_def("nightly_schedule")
     with dg.build_schedule_context(

@@ -26,3 +26,38 @@ def test_future_days_are_skipped_and_days_before_the_start_are_covered(landed, m
     assert lake.table_files(landed, "runs", DAY)
     assert not lake.table_files(landed, "runs", tomorrow)
     assert landed.catalog_path.exists() and landed.report_path.exists()
+
+
+def test_unchanged_days_are_skipped_and_named_and_force_redoes_them(landed):
+    """`fleet run` after another source's delivery: the days whose landing files, code and catalogs did not
+    change since a successful run of theirs are skipped (each said so), the merge only when nothing changed;
+    a changed file redoes its day; ``force`` redoes every day."""
+    second = "2026-11-21"
+    shutil.copytree(landed.landing / "synthetic" / DAY, landed.landing / "other" / second)
+    days = [DAY, second]
+    with dg.instance_for_test() as instance:
+
+        def run(force: bool = False) -> tuple:
+            notes: list[str] = []
+            return run_pipeline(landed, days, instance=instance, progress=notes.append, force=force), notes
+
+        first, _ = run()
+        assert first.days == days and first.unchanged == {} and first.merged
+
+        again, notes = run()
+        assert again.days == [] and set(again.unchanged) == set(days) and not again.merged
+        for day in days:
+            said = [n for n in notes if day in n and "unchanged" in n]
+            assert said and "skipped (--force redoes it)" in said[0]
+            assert again.unchanged[day][:8] in said[0]  # names the run that did it
+        assert any("nothing changed since run" in n for n in notes)
+
+        f = next((landed.landing / "other" / second).iterdir())  # a re-delivered file: a new mtime
+        f.touch()
+        changed, _ = run()
+        assert changed.days == [second] and list(changed.unchanged) == [DAY] and changed.merged
+
+        forced, _ = run(force=True)
+        assert forced.days == days and forced.unchanged == {} and forced.merged
+        statuses = {instance.get_run_by_id(r).status for r in forced.run_ids}
+    assert statuses == {dg.DagsterRunStatus.SUCCESS}

@@ -1,6 +1,7 @@
 """Contracts load from schemas/, derive Arrow/Dagster schemas, and validate good and bad rows precisely."""
 
 import datetime as dt
+import re
 
 import polars as pl
 import pyarrow as pa
@@ -245,3 +246,15 @@ def test_timestamps_are_bounded_by_the_contract():
     assert v.accepted["run_id"].to_list() == ["r4"]
     assert c.column("start_ts").max == dt.datetime(2099, 12, 31, 23, 59, 59, tzinfo=dt.UTC)
     assert contract("utilisation_samples").column("ts").min == dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
+
+
+def test_every_column_description_says_what_its_values_are():
+    """The analyst catalog's column comments come from these: none may just restate the name
+    ("resource: Resource.", "statistic: What one count is.")."""
+    terse = [
+        f"{c.name}.{col.name}: {col.description!r}"
+        for c in contracts().values()
+        for col in c.columns
+        if len(re.findall(r"[A-Za-z0-9_]+", col.description)) < 4
+    ]
+    assert not terse, terse

@@ -31,7 +31,10 @@ def analyst_catalog(fleet: FleetHome) -> dg.MaterializeResult:
             "path": dg.MetadataValue.path(str(home.catalog_path)),
             "views": len(counts),
             "rows_per_view": dg.MetadataValue.json(counts),
-            "open_with": dg.MetadataValue.text(f"duckdb -readonly {home.catalog_path}"),
+            "open_with": dg.MetadataValue.text(
+                f"fleet sql --home {home.root}; in Python: "
+                f"duckdb.connect('{home.catalog_path}', read_only=True)"
+            ),
         }
     )
 

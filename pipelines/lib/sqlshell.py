@@ -1,0 +1,82 @@
+"""A read-only SQL shell over the analyst catalog, on the DuckDB 2 engine the project installs: what
+`fleet sql` runs. The DuckDB command-line client that reads this catalog's format (2.x) is not in the package
+registries this product installs from (PyPI's duckdb-cli is 1.5.6 and cannot open the file)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import duckdb
+
+from pipelines.lib.lake import Lake
+from pipelines.lib.render import plain_table
+
+MAX_ROWS = 1000  # rows printed per statement (the rest are counted)
+DOT_COMMANDS = {
+    ".tables": "SELECT view_name AS view, comment FROM duckdb_views() WHERE NOT internal ORDER BY 1",
+}
+
+
+class SqlError(Exception):
+    """A statement the engine refused (its message says why)."""
+
+
+def connect(catalog: Path, store: Lake | None = None) -> duckdb.DuckDBPyConnection:
+    """The catalog, read-only: the pipeline swaps in a new file and never waits for this session;
+    ``store``: the lake its views read, when on object storage (read through a registered filesystem)."""
+    con = duckdb.connect(str(catalog), read_only=True)
+    if store is not None:
+        store.duckdb(con)
+    return con
+
+
+def statements(text: str, con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The statements of ``text`` as the engine splits them (a ';' inside a string stays in it)."""
+    command = text.strip().rstrip(";")
+    if command in DOT_COMMANDS:
+        return [DOT_COMMANDS[command]]
+    try:
+        return [s.query for s in con.extract_statements(text)]
+    except duckdb.Error as exc:
+        raise SqlError(str(exc).splitlines()[0]) from None
+
+
+def run(con: duckdb.DuckDBPyConnection, text: str) -> Iterator[str]:
+    """Each statement's result as a plain aligned table (``SqlError`` at the first that fails)."""
+    for query in statements(text, con):
+        try:
+            rel = con.sql(query)
+            if rel is None:
+                yield "ok"
+                continue
+            frame = rel.limit(MAX_ROWS + 1).pl()
+        except duckdb.Error as exc:
+            raise SqlError(str(exc).splitlines()[0]) from None
+        more = frame.height > MAX_ROWS
+        yield plain_table(frame.head(MAX_ROWS)) + (
+            f"; more rows not shown (the first {MAX_ROWS})" if more else ""
+        )
+
+
+def interactive(
+    con: duckdb.DuckDBPyConnection, read: Callable[[str], str], write: Callable[[str], None]
+) -> None:
+    """Read statements (a line ending with ';' runs them; ``.tables``; ``.quit`` or end of input ends)."""
+    buffer: list[str] = []
+    while True:
+        try:
+            line = read("fleet> " if not buffer else "   ...> ")
+        except EOFError:
+            return
+        if not buffer and line.strip() in (".quit", ".exit"):
+            return
+        buffer.append(line)
+        text = "\n".join(buffer).strip()
+        if text in DOT_COMMANDS or text.endswith(";"):
+            buffer.clear()
+            try:
+                for out in run(con, text):
+                    write(out)
+            except SqlError as exc:
+                write(f"Error: {exc}")
