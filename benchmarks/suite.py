@@ -47,6 +47,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from pipelines.lib.contracts import resources  # noqa: E402  (the repository root is on the path above)
+from pipelines.lib.sqlfiles import expand_resources  # noqa: E402
+
 DAY = "2026-01-01"
 SAMPLES_PER_RUN = 2_700  # roughly, for the default catalog: sizes the number of runs per day
 TARGETS = {
@@ -156,9 +159,8 @@ def side_analytics(args: dict) -> dict:
 
 HAND_SQL = """
 WITH long AS (
-    UNPIVOT (SELECT run_id, server_id, role, cpu_util, mem_cap_util, mem_bw_util, net_bw_util, gpu_util,
-                    gpu_mem_util FROM read_parquet($f))
-    ON cpu_util, mem_cap_util, mem_bw_util, net_bw_util, gpu_util, gpu_mem_util INTO NAME resource VALUE util
+    UNPIVOT (SELECT run_id, server_id, role, <<resources: {col}>> FROM read_parquet($f))
+    ON <<resources: {col}>> INTO NAME resource VALUE util
 ),
 stats AS (
     SELECT run_id, role, resource, count(DISTINCT server_id) n_servers, count(*) n, avg(util) mean_util,
@@ -182,12 +184,12 @@ def side_analytics_duckdb(args: dict) -> dict:
         path = lake.partition_path(home, "utilisation_samples", args["day"])
         start = time.perf_counter()
         con = duckdb.connect()
-        con.execute(HAND_SQL, {"f": str(path)}).fetchall()
+        con.execute(expand_resources(HAND_SQL), {"f": str(path)}).fetchall()
         con.close()
         return {"seconds": time.perf_counter() - start}
 
 
-UTIL = ["cpu_util", "mem_cap_util", "mem_bw_util", "net_bw_util", "gpu_util", "gpu_mem_util"]
+UTIL = [f"{r}_util" for r in resources()]  # the contract's resources, as the product's SQL has them
 
 
 def side_analytics_polars(args: dict) -> dict:

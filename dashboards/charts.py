@@ -6,6 +6,8 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
+from pipelines.lib.contracts import resources
+
 # Fixed colours for the paper's roles and platforms, so they match across charts; any other value seen in the
 # data (a platform of a public trace, say) gets the next colour of EXTRA_COLORS.
 ROLE_COLORS = {"trainer": "#1f77b4", "sparse_ps": "#d62728", "dense_ps": "#ff7f0e", "reader": "#7f7f7f"}
@@ -30,15 +32,27 @@ def _selector(field: str, options: list[str], name: str, default: str | None = N
     )
 
 
-def trainer_vs_ps(dist: pl.DataFrame, n_bins: int, static: bool = False) -> alt.Chart:
+def trainer_vs_ps(
+    dist: pl.DataFrame,
+    n_bins: int,
+    static: bool = False,
+    platforms: tuple[str, ...] = ("cpu",),
+    title: str = "Trainers vs sparse parameter servers on CPU clusters",
+) -> alt.Chart:
     """Fig. 5 view: ECDF of per-sample utilisation, trainers vs parameter servers, per resource, one model
-    on CPU clusters at a time (selector), medians and p95 marked."""
+    of ``platforms`` at a time (selector), medians and p95 marked. The resources are the contract's
+    (schemas/utilisation_samples.yaml) that these runs reported, in its order."""
     d = (
         dist.filter(
             (pl.col("statistic") == "sample")
-            & (pl.col("platform") == "cpu")
+            & pl.col("platform").is_in(list(platforms))
             & pl.col("role").is_in(["trainer", "sparse_ps"])
-            & pl.col("resource").is_in(["cpu", "mem_cap", "mem_bw", "net_bw"])
+            & pl.col("resource").is_in(list(resources()))
+        )
+        .with_columns(  # with several platforms, one selector state is a model on a platform
+            pl.format("{} on {}", "model_name", "platform").alias("model_name")
+            if len(platforms) > 1
+            else pl.col("model_name")
         )
         .with_columns((pl.col("bin").cast(pl.Int32) * COARSE_BINS // n_bins).alias("cbin"))
         .group_by("model_name", "role", "resource", "cbin")
@@ -88,6 +102,7 @@ def trainer_vs_ps(dist: pl.DataFrame, n_bins: int, static: bool = False) -> alt.
             ),
         ]
     )
+    shown = [r for r in resources() if r in set(d["resource"].to_list())]
     base = alt.Chart() if static else alt.Chart().transform_filter(alt.datum.model_name == pick)
     lines = (
         base.transform_filter(alt.datum.kind == "ecdf")
@@ -115,17 +130,20 @@ def trainer_vs_ps(dist: pl.DataFrame, n_bins: int, static: bool = False) -> alt.
             tooltip=["role:N", "mark:N", alt.Tooltip("utilisation:Q", format=".2f")],
         )
     )
-    title = "Trainers vs sparse parameter servers on CPU clusters (ECDF; dashed: median, dotted: p95)"
+    title = f"{title} (ECDF; dashed: median, dotted: p95)"
     layered = alt.layer(lines, rules, data=both)
     if static:  # exports: every model, not one selector state
         return (
             layered.properties(width=150, height=110)
-            .facet(row=alt.Row("model_name:N", title=None), column=alt.Column("resource:N", title=None))
+            .facet(
+                row=alt.Row("model_name:N", title=None),
+                column=alt.Column("resource:N", title=None, sort=shown),
+            )
             .properties(title=title)
         )
     return (
         layered.properties(width=260, height=150)
-        .facet(facet=alt.Facet("resource:N", title=None), columns=2)
+        .facet(facet=alt.Facet("resource:N", title=None, sort=shown), columns=2)
         .add_params(pick)
         .properties(title=title)
     )

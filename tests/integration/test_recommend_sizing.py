@@ -152,7 +152,11 @@ def test_a_user_platform_and_model_through_the_data_home_get_a_recommendation(ho
 @pytest.mark.parametrize(
     "field, value, message",
     [
-        ("nic_gb_per_s", -1, "field nic_gb_per_s must be a non-negative number (>= 0 and <= 1e+06 GB/s), got -1"),
+        (
+            "nic_gb_per_s",
+            -1,
+            "field nic_gb_per_s must be a non-negative number (>= 0 and <= 1e+06 GB/s), got -1",
+        ),
         ("gpus", 2.5, "field gpus must be a non-negative whole number (>= 0 and <= 1024), got 2.5"),
         ("host_pooling", "yes", "field host_pooling must be true or false"),
         ("tensor_cores", 1, "has unknown fields ['tensor_cores']"),
