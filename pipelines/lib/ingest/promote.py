@@ -16,7 +16,7 @@ from pipelines.lib import lake
 from pipelines.lib.contracts import conformance_violations, contract, key_duplicates
 from pipelines.lib.fileio import fsync_dir, sweep_temporaries
 from pipelines.lib.ingest.cross_row import SAMPLE_KEY
-from pipelines.lib.ingest.day import LANDING_TABLES, DayIngest, ingest_day, reconciliation
+from pipelines.lib.ingest.day import LANDING_TABLES, METRICS, DayIngest, ingest_day, reconciliation
 from pipelines.lib.ingest.dedupe import read_prior
 from pipelines.lib.ingest.staging import STAGING
 from pipelines.lib.landing import day_files
@@ -132,7 +132,14 @@ def ingest_partition(home: DataHome, day: str, platforms: Iterable[str]) -> Part
         # left by a killed writer of this day (we hold its lock, so nobody is still writing them)
         for stale in (home.lake / STAGING).glob(f"day={day}.*"):
             shutil.rmtree(stale, ignore_errors=True)
-        for table in (*LANDING_TABLES, "quarantine", "ingest_ledger", "extra_fields", "sample_volume"):
+        for table in (
+            *LANDING_TABLES,
+            METRICS,
+            "quarantine",
+            "ingest_ledger",
+            "extra_fields",
+            "sample_volume",
+        ):
             sweep_temporaries(home.partition_dir(table, day), lake.PART_FILE)
         result = ingest_day(home, day, platforms)
         with lake_lock(home):
@@ -157,11 +164,13 @@ def _promote(home: DataHome, day: str, result: DayIngest) -> PartitionOutcome:
             written["utilisation_samples"] = lake.promote_partition(
                 home, "utilisation_samples", day, result.samples_path
             )
+            written[METRICS] = lake.promote_partition(home, METRICS, day, result.metric_samples_path)
         # the ledger last: a day whose ledger is written is whole
         written["ingest_ledger"] = lake.write_partition(home, "ingest_ledger", day, result.ingest_ledger)
     finally:
         result.discard()
     result.samples_path = written.get("utilisation_samples")
+    result.metric_samples_path = written.get(METRICS)
     result.extra_fields_path = written["extra_fields"]
     fsync_dir(home.lake)
     return PartitionOutcome(day=day, result=result, checks=checks, promoted=promote, written=written)
