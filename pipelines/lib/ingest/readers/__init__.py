@@ -82,9 +82,9 @@ def detect(name: str, head: bytes, named_table: str | None = None) -> tuple[Form
     for f in FORMATS:
         if f.magic(head) and may(f):
             return f, False
-    for f in FORMATS:
-        if base.endswith(f.suffixes):
-            return f, gz
+    named = [(len(x), f) for f in FORMATS for x in f.suffixes if base.endswith(x)]
+    if named:  # the longest suffix names it: cpu.prom.json is an API response, not JSON Lines
+        return max(named, key=lambda m: m[0])[1], gz
     if gz:
         return None, True
     for f in FORMATS:
