@@ -3,7 +3,8 @@
 -- labels in `node_paths` (in order; a port dropped) whose value is a node name or host IP that kube_pod_info
 -- gives: an exporter's instance may be an IP, and dcgm-exporter's Hostname names its own pod under
 -- Kubernetes (no node: ignored). A GPU series may instead name its pod (exported_pod, else pod, with
--- its namespace). A GPU is told by UUID, uuid (older dcgm-exporters) or gpu.
+-- its namespace). A GPU is told by UUID, uuid (older dcgm-exporters) or gpu. PCIe and NVLink bytes are a
+-- counter where the scrape typed them so, else a gauge of bytes/s (API responses carry no types).
 CREATE OR REPLACE TEMP TABLE series AS
 WITH s AS (
     SELECT mk.kind, x.metric, x.labels, any_value(x.type) AS type
@@ -43,7 +44,8 @@ SELECT s.kind, s.metric, s.labels, s.type, h.host,
        coalesce(json_extract_string(s.labels, '$.UUID'), json_extract_string(s.labels, '$.uuid'),
                 json_extract_string(s.labels, '$.gpu')) AS gpu_id,
        (s.kind IN ('cpu', 'net_rx', 'net_tx', 'dram_read', 'dram_write')
-        OR (s.kind IN ('gpu_pcie_tx', 'gpu_pcie_rx', 'gpu_nvlink_tx', 'gpu_nvlink_rx') AND s.type = 'counter'))
+        OR (s.kind IN ('gpu_pcie_tx', 'gpu_pcie_rx', 'gpu_nvlink_tx', 'gpu_nvlink_rx')
+            AND coalesce(s.type = 'counter', false)))
            AS is_counter
 FROM s
 LEFT JOIN hosted AS h USING (metric, labels)
