@@ -150,6 +150,8 @@ HOSTILE = [
     "x 1.5e-3 -1795132800",
     "x Infinity 1795132800.25",
     'x{__name__="y"} 1 1795132800',
+    'x{a="1 2 # "} 3 1795132800',  # a value that looks like a tail: the shortest head is no head
+    'x{a="} 7"} 3 1795132800 # {t="}"} 1',
 ]
 
 

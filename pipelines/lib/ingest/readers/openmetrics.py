@@ -69,6 +69,8 @@ _LABELS = rf"\{{[ \t]*(?:{_PAIR}(?:[ \t]*,[ \t]*{_PAIR})*[ \t]*,?[ \t]*)?\}}"
 VALUE = r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|(?i:inf(?:inity)?)|(?i:nan))"
 _TS = r"[+-]?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 SAMPLE = rf"^({_NAME})({_LABELS})?[ \t]+({VALUE})(?:[ \t]+({_TS}))?(?:[ \t]+#.*)?[ \t]*$"
+HEAD = rf"^({_NAME})({_LABELS})?$"
+TAIL = rf"^(.*?)[ \t]+({VALUE})(?:[ \t]+({_TS}))?(?:[ \t]+#.*)?[ \t]*$"
 PAIR = rf'({_LABEL})[ \t]*=[ \t]*"((?:[^"\\]|\\.)*)"'
 ESCAPES_OK = r'^(?:[^"\\]|\\[\\"n])*$'
 TYPE_LINE = r"^#[ \t]+TYPE[ \t]+([^ \t]+)[ \t]+([^ \t]+)"
@@ -314,7 +316,14 @@ def _chunks(src: Source) -> Iterator[tuple[int, str]]:
 
 def _labels_json(frame: pl.DataFrame) -> pl.DataFrame:
     """Per line (ROW): the canonical labels JSON, and the reference's complaint about the first bad pair
-    (an escape other than \\\\, \\" and \\n, or a label name seen earlier on the line)."""
+    (an escape other than \\\\, \\" and \\n, or a label name seen earlier on the line). Each distinct
+    label text is judged once (a series repeats its labels at every scrape), then joined back to its lines."""
+    texts = frame.select("labels_text").unique().with_row_index(ROW)
+    judged = _labels_of(texts).join(texts, on=ROW).drop(ROW)
+    return frame.join(judged, on="labels_text", how="left").select(ROW, "labels", "problem")
+
+
+def _labels_of(frame: pl.DataFrame) -> pl.DataFrame:
     pairs = (
         frame.select(ROW, pl.col("labels_text").str.extract_all(PAIR).alias("pair"))
         .explode("pair")
@@ -400,12 +409,7 @@ def _judge_chunk(first: int, text: str, state: _File, rel: str) -> RawBatch:
     if lines["is_eof"].any() and not state.eof:
         state.eof = True
     body = lines.filter(~pl.col("comment") | pl.col("after_eof"))
-    parsed = body.with_columns(pl.col("t").str.extract_groups(SAMPLE).alias("g")).with_columns(
-        pl.col("g").struct.field("1").alias("metric"),
-        pl.col("g").struct.field("2").fill_null("").alias("labels_text"),
-        pl.col("g").struct.field("3").alias("value_text"),
-        pl.col("g").struct.field("4").alias("ts_text"),
-    )
+    parsed = _samples(body)
     bad_line = (
         pl.col("after_eof")
         | pl.col("metric").is_null()
@@ -477,6 +481,35 @@ def _judge_chunk(first: int, text: str, state: _File, rel: str) -> RawBatch:
         pl.col("line").alias(RAW),
     )
     return RawBatch(frame=rows, rejects=rejects, raw_column=RAW)
+
+
+def _samples(body: pl.DataFrame) -> pl.DataFrame:
+    """metric, labels_text, value_text, ts_text of each line as SAMPLE reads it (null metric: no sample).
+    The tail (value, timestamp, exemplar) is cut off first, and the head (name and labels) is judged once
+    per distinct head: a series repeats its head at every scrape. Where the shortest head before a valid
+    tail is no valid head (a label value that holds ' 1 # '), the line is read with SAMPLE whole."""
+    split = body.with_columns(pl.col("t").str.extract_groups(TAIL).alias("g")).with_columns(
+        pl.col("g").struct.field("1").alias("head"),
+        pl.col("g").struct.field("2").alias("value_text"),
+        pl.col("g").struct.field("3").alias("ts_text"),
+    ).drop("g")
+    heads = split.select("head").drop_nulls().unique()
+    heads = heads.with_columns(pl.col("head").str.extract_groups(HEAD).alias("h")).select(
+        "head",
+        pl.col("h").struct.field("1").alias("metric"),
+        pl.col("h").struct.field("2").fill_null("").alias("labels_text"),
+    )
+    split = split.join(heads, on="head", how="left")
+    whole = split.filter(pl.col("metric").is_null())
+    if whole.height:
+        whole = whole.with_columns(pl.col("t").str.extract_groups(SAMPLE).alias("g")).with_columns(
+            pl.col("g").struct.field("1").alias("metric"),
+            pl.col("g").struct.field("2").fill_null("").alias("labels_text"),
+            pl.col("g").struct.field("3").alias("value_text"),
+            pl.col("g").struct.field("4").alias("ts_text"),
+        )
+        split = pl.concat([split.filter(pl.col("metric").is_not_null()), whole.select(split.columns)])
+    return split.sort(ROW).drop("head")
 
 
 def _types(good: pl.DataFrame, declared: pl.DataFrame, state: _File) -> pl.DataFrame:
