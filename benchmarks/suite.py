@@ -24,6 +24,11 @@ Cases (each: product seconds, anchor seconds, ratio = product / anchor, peak RSS
 - ``fixed``: the nightly fixed cost (start-up, merged analyses with recommendations, catalog, report) of a
   `fleet run` whose lake did not change (target < 10 s; anchor: none).
 - ``memory``: peak RSS of `fleet ingest` for a day of 3x ``--samples`` in every format (target < 1.5 GB).
+- ``prometheus``: `fleet ingest` of a Prometheus export of about ``--samples`` exposition samples (the
+  synthetic fleet as node_exporter, dcgm-exporter, kube-state-metrics and pcm-sensor-server expose it, in
+  OpenMetrics with timestamps: every sample read, validated, stored in metric_samples, runs and utilisation
+  samples derived) vs reading the same files with a bare parser (prometheus_client's OpenMetrics parser,
+  every sample iterated, nothing kept). No ratio target (a comparison); peak RSS < 1.5 GB.
 
 Generated data is cached under ``<data home>/bench/data`` (same seed, same bytes) and reused.
 """
@@ -95,6 +100,23 @@ def fresh_home(tmp: Path, landing_trees: list[Path]) -> Path:
     return home
 
 
+LINES_PER_SAMPLE = 100  # exposition samples per utilisation sample in the synthetic exporters' files
+
+
+def prometheus_day(data: Path, samples: int, day: str = DAY, seed: int = 7) -> Path:
+    """A landing tree with one day of the synthetic exporters' files of about ``samples`` samples (cached)."""
+    out = data / f"openmetrics-{samples}-{day}"
+    if not (out / ".complete").exists():
+        shutil.rmtree(out, ignore_errors=True)
+        from synthetic_fleet.catalog import load_hardware, load_models
+        from synthetic_fleet.writers import write_fleet
+
+        runs = max(1, round(samples / (SAMPLES_PER_RUN * LINES_PER_SAMPLE)))
+        write_fleet([day], runs, seed, load_hardware(), load_models(), out, fmt="openmetrics")
+        (out / ".complete").touch()
+    return out
+
+
 def samples_file(tree: Path, fmt: str) -> Path:
     return next((tree / "synthetic").glob(f"*/utilisation_samples.{fmt}"))
 
@@ -114,6 +136,37 @@ def side_ingest(args: dict) -> dict:
         seconds = time.perf_counter() - start
     assert out.promoted, out.checks
     return {"seconds": seconds, "rows": out.result.samples_rows}
+
+
+def side_ingest_prometheus(args: dict) -> dict:
+    """`fleet ingest` of a Prometheus export day, with the mapping that reads the synthetic exporters."""
+    from pipelines.lib.ingest import ingest_partition
+    from pipelines.lib.paths import DataHome
+    from synthetic_fleet.catalog import load_hardware
+    from synthetic_fleet.exporters import mapping_yaml
+
+    with tempfile.TemporaryDirectory(dir=args["tmp"]) as tmp:
+        home = DataHome.resolve(fresh_home(Path(tmp), [Path(args["tree"])]))
+        home.user_catalog_dir.mkdir(parents=True, exist_ok=True)
+        (home.user_catalog_dir / "prometheus.yaml").write_text(mapping_yaml())
+        start = time.perf_counter()
+        out = ingest_partition(home, args["day"], load_hardware().platforms)
+        seconds = time.perf_counter() - start
+    assert out.promoted, out.checks
+    return {"seconds": seconds, "rows": out.result.metric_samples_rows, "derived": out.result.samples_rows}
+
+
+def side_parse_bare(args: dict) -> dict:
+    """The same export read by prometheus_client's OpenMetrics parser: every sample, nothing kept."""
+    from prometheus_client.openmetrics.parser import text_fd_to_metric_families
+
+    start = time.perf_counter()
+    n = 0
+    for path in sorted(Path(args["tree"]).rglob("*.om")):
+        with open(path, encoding="utf-8") as fh:
+            for family in text_fd_to_metric_families(fh):
+                n += len(family.samples)
+    return {"seconds": time.perf_counter() - start, "rows": n}
 
 
 def side_copy(args: dict) -> dict:
@@ -374,6 +427,8 @@ SIDES = {
     f.__name__: f
     for f in (
         side_ingest,
+        side_ingest_prometheus,
+        side_parse_bare,
         side_copy,
         side_analytics,
         side_analytics_duckdb,
@@ -519,6 +574,20 @@ def waste_case(data: Path, tmp: Path, n: int, r: int) -> dict:
     return row
 
 
+def prometheus_case(data: Path, tmp: Path, n: int, r: int) -> dict:
+    """Ingest of a Prometheus export vs the bare parser reading it; memory limit as for every ingest."""
+    tree = prometheus_day(data, n)
+    args = {"tree": str(tree), "day": DAY, "tmp": str(tmp)}
+    row = paired("prometheus", r, ("side_ingest_prometheus", args), ("side_parse_bare", args))
+    exposed = 0
+    for path in tree.rglob("*.om"):
+        with open(path, "rb") as fh:
+            exposed += sum(1 for line in fh if not line.startswith(b"#"))
+    row["note"] = f"{exposed:,} exposition samples; RSS limit {RSS_LIMIT_MB} MB"
+    row["ok"] = row["product_rss_mb"] < RSS_LIMIT_MB
+    return row
+
+
 def memory_cases(data: Path, tmp: Path, n: int) -> list[dict]:
     """Peak RSS of ingesting a day of 3x the samples, in every format."""
     rows = []
@@ -544,14 +613,22 @@ def memory_cases(data: Path, tmp: Path, n: int) -> list[dict]:
     return rows
 
 
+def _add_memory(rows: list[dict], data: Path, tmp: Path, n: int) -> None:
+    """The memory cases, and the memory limit applied to every ingest case already measured."""
+    rows.extend(memory_cases(data, tmp, n))
+    for row in rows:
+        if row["case"].startswith("ingest-"):
+            row["ok"] = row["ok"] and row["product_rss_mb"] < RSS_LIMIT_MB
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--samples", type=int, default=10_000_000, help="samples in the benchmark day")
     ap.add_argument("--repeats", type=int, default=3, help="interleaved repeats per case (medians)")
     ap.add_argument(
         "--cases",
-        default="synth,ingest,analytics,night,waste,backfill,fixed,memory",
-        help="comma-separated: synth, ingest, analytics, night, waste, backfill, fixed, memory",
+        default="synth,ingest,analytics,night,waste,backfill,fixed,memory,prometheus",
+        help="comma-separated: synth, ingest, analytics, night, waste, backfill, fixed, memory, prometheus",
     )
     ap.add_argument("--home", default=None, help="data home (default: $FLEET_HOME or ./data)")
     ap.add_argument("--child", nargs=2, metavar=("SIDE", "ARGS"), help=argparse.SUPPRESS)
@@ -631,11 +708,10 @@ def main() -> int:
         row = paired("fixed", r, ("side_night", args), None, note="a night whose lake did not change")
         row["target"], row["ok"] = 10.0, row["product_s"] < 10.0
         add(row)
+    if "prometheus" in cases:
+        add(prometheus_case(data, tmp, n, r))
     if "memory" in cases:
-        rows.extend(memory_cases(data, tmp, n))
-        for row in rows:  # every ingest must also stay under the memory limit
-            if row["case"].startswith("ingest-"):
-                row["ok"] = row["ok"] and row["product_rss_mb"] < RSS_LIMIT_MB
+        _add_memory(rows, data, tmp, n)
     print()
     print_table(rows)
     report = {
