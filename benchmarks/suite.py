@@ -113,21 +113,21 @@ def exposed_samples(tree: Path) -> int:
 
 
 def prometheus_day(data: Path, samples: int, day: str = DAY, seed: int = 7) -> Path:
-    """A landing tree with one day of the synthetic exporters' files holding ``samples`` exposition samples
-    within 15 % (cached): the run count is estimated, then corrected once from the count written."""
+    """A landing tree with one day of the synthetic exporters' files of at least ``samples`` exposition
+    samples (cached): the fewest runs (in steps of a tenth) whose day reaches it."""
     out = data / f"openmetrics-{samples}-{day}"
     if not (out / ".complete").exists():
         from synthetic_fleet.catalog import load_hardware, load_models
+        from synthetic_fleet.exporters import exposition_samples
+        from synthetic_fleet.sampler import sample_day
         from synthetic_fleet.writers import write_fleet
 
+        hw, models = load_hardware(), load_models()
         runs = max(1, round(samples / (SAMPLES_PER_RUN * LINES_PER_SAMPLE)))
-        for _ in range(3):
-            shutil.rmtree(out, ignore_errors=True)
-            write_fleet([day], runs, seed, load_hardware(), load_models(), out, fmt="openmetrics")
-            got = exposed_samples(out)
-            if abs(got - samples) <= 0.15 * samples:
-                break
-            runs = max(1, round(runs * samples / max(got, 1)))
+        while exposition_samples(sample_day(day, runs, seed, hw, models), hw) < samples:
+            runs += max(1, runs // 10)
+        shutil.rmtree(out, ignore_errors=True)
+        write_fleet([day], runs, seed, hw, models, out, fmt="openmetrics")
         (out / ".complete").touch()
     return out
 

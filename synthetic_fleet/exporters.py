@@ -107,6 +107,19 @@ def _servers(fleet: DayFleet, hw: HardwareCatalog) -> pl.DataFrame:
     )
 
 
+def exposition_samples(fleet: DayFleet, hw: HardwareCatalog) -> int:
+    """How many samples ``write_exporters`` writes for the day (sizes a benchmark's export)."""
+    s = _servers(fleet, hw).join(
+        fleet.samples.group_by("run_id", "server_id").len().rename({"len": "n_samples"}),
+        on=["run_id", "server_id"],
+    )
+    scrapes = pl.col("n_samples") + 1
+    per_scrape = 2 * pl.col("cpus") + 7 + 4 + 5 * pl.col("gpus")  # node, pcm, dcgm (per GPU)
+    kube = 2 * scrapes + 2 + scrapes + 1 + scrapes + 2  # labels, info (one scrape after), phases, node labels
+    system = 2 * (86_400 // SAMPLE_INTERVAL_S)
+    return int(s.select((scrapes * per_scrape + kube).sum()).item()) + system
+
+
 def _points(fleet: DayFleet, servers: pl.DataFrame) -> pl.DataFrame:
     """Every scrape of every server: t_0 .. t_n, with sample k's values at t_(k+1) (t_0 repeats sample 0)."""
     samples = fleet.samples.join(servers.select("run_id", "server_id", "n"), on=["run_id", "server_id"])

@@ -16,6 +16,8 @@ import subprocess
 import sys
 import textwrap
 
+import polars as pl
+
 from pipelines.lib.contracts import contract, resources
 from pipelines.lib.paths import PROJECT_ROOT, SCHEMAS_DIR, SQL_DIR
 from pipelines.lib.sqlfiles import RESOURCE_LIST, sql_text
@@ -136,3 +138,28 @@ def test_a_resource_added_to_the_contract_flows_through_ingest_analyses_and_char
     assert [round(m, 9) for _, m in got["stats"]] == [0.2, 0.6]
     assert got["dist"] == 12 and got["summary"] == 4  # 2 roles x (sample, run_mean)
     assert got["chart"]
+
+
+def test_the_reports_gpu_view_shows_every_gpu_resource_reported():
+    from dashboards import charts, report
+
+    rows = [
+        ("sample", role, res, "M1prod", platform, "remote_ps", b, 5)
+        for platform, role, res in (
+            ("big_basin", "trainer", "gpu"),
+            ("big_basin", "trainer", "gpu_tensor"),
+            ("big_basin", "trainer", "cpu"),
+            ("big_basin", "sparse_ps", "cpu"),
+            ("cpu", "trainer", "cpu"),
+        )
+        for b in (100, 700)
+    ]
+    dist = pl.DataFrame(
+        rows,
+        schema=["statistic", "role", "resource", "model_name", "platform", "placement", "bin", "n"],
+        orient="row",
+    )
+    assert report.gpu_platforms(dist) == ("big_basin",)
+    spec = json.dumps(charts.trainer_vs_ps(dist, 1000, platforms=("big_basin",), title="GPU").to_dict())
+    assert '"gpu_tensor"' in spec and '"gpu"' in spec
+    assert '"gpu_tensor"' not in json.dumps(charts.trainer_vs_ps(dist, 1000).to_dict())  # CPU clusters
