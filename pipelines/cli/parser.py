@@ -100,8 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--source",
         choices=("synthetic", "prometheus"),
         default="synthetic",
-        help="prometheus: the fleet backfilled into a local Prometheus (needs prometheus and promtool) and "
-        f"pulled from it; fewer runs by default ({data.PROM_DEMO_DAYS} days x {data.PROM_DEMO_RUNS} runs)",
+        help="where the demo's data comes from (default synthetic); prometheus: the fleet backfilled into a "
+        "local Prometheus (needs prometheus and promtool) and pulled from it, "
+        f"{data.PROM_DEMO_DAYS} days x {data.PROM_DEMO_RUNS} runs unless given",
     )
     d.add_argument("--days", type=at_least_one, help=f"days ending yesterday, UTC (default {data.DEMO_DAYS})")
     d.add_argument(

@@ -488,11 +488,15 @@ def _samples(body: pl.DataFrame) -> pl.DataFrame:
     The tail (value, timestamp, exemplar) is cut off first, and the head (name and labels) is judged once
     per distinct head: a series repeats its head at every scrape. Where the shortest head before a valid
     tail is no valid head (a label value that holds ' 1 # '), the line is read with SAMPLE whole."""
-    split = body.with_columns(pl.col("t").str.extract_groups(TAIL).alias("g")).with_columns(
-        pl.col("g").struct.field("1").alias("head"),
-        pl.col("g").struct.field("2").alias("value_text"),
-        pl.col("g").struct.field("3").alias("ts_text"),
-    ).drop("g")
+    split = (
+        body.with_columns(pl.col("t").str.extract_groups(TAIL).alias("g"))
+        .with_columns(
+            pl.col("g").struct.field("1").alias("head"),
+            pl.col("g").struct.field("2").alias("value_text"),
+            pl.col("g").struct.field("3").alias("ts_text"),
+        )
+        .drop("g")
+    )
     heads = split.select("head").drop_nulls().unique()
     heads = heads.with_columns(pl.col("head").str.extract_groups(HEAD).alias("h")).select(
         "head",
