@@ -39,7 +39,6 @@ class Derived:
 
     runs: pl.DataFrame
     samples_path: Path | None
-    samples_rows: int
     notes: list[str] = field(default_factory=list)
 
 
@@ -147,7 +146,6 @@ def derive_day(
     return Derived(
         runs=runs,
         samples_path=samples_path if n else None,
-        samples_rows=n,
         notes=_notes(counts, runs),
     )
 

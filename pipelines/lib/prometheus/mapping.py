@@ -63,9 +63,9 @@ class PromMapping:
     dram_bytes_per_s: float | None
     metrics: dict[str, str]
 
-    def json_paths(self, keys: tuple[str, ...], ksm: bool = True) -> list[str]:
+    def json_paths(self, keys: tuple[str, ...]) -> list[str]:
         """JSON paths into a sample's labels for ``keys`` (pod labels as kube-state-metrics names them)."""
-        return [f'$."{ksm_label(k) if ksm else k}"' for k in keys]
+        return [f'$."{ksm_label(k)}"' for k in keys]
 
 
 def _check(name: str, value: Any, where: str, platforms: frozenset[str] | None) -> Any:

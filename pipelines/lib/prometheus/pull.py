@@ -33,7 +33,6 @@ from pipelines.lib.prometheus.mapping import PromMapping, ksm_label
 
 PULLED_SUFFIX = ".prom.json"
 KSM = ("pod_labels", "pod_info", "pod_phase", "node_labels")
-NODE = ("cpu", "mem_available", "mem_total", "net_rx", "net_tx", "nic_speed", "dram_read", "dram_write")
 
 
 class PullError(RuntimeError):

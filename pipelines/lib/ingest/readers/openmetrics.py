@@ -378,7 +378,7 @@ def _labels_of(frame: pl.DataFrame) -> pl.DataFrame:
     return members.join(problems, on=ROW, how="full", coalesce=True)
 
 
-def _judge_chunk(first: int, text: str, state: _File, rel: str) -> RawBatch:
+def _judge_chunk(first: int, text: str, state: _File) -> RawBatch:
     lines = (
         pl.Series("line", [text])
         .str.split("\n")
@@ -550,7 +550,7 @@ def _types(good: pl.DataFrame, declared: pl.DataFrame, state: _File) -> pl.DataF
 def _read_fast(src: Source, c: Contract, info: FileInfo) -> Iterator[RawBatch]:
     state = _File()
     for first, text in _chunks(src):
-        yield _judge_chunk(first, text, state, src.rel)
+        yield _judge_chunk(first, text, state)
     _check_end(src, state)
 
 

@@ -202,7 +202,7 @@ class _Batch:
         self.rejects.append((row, reason, field, message, raw))
         self.rows += 1
 
-    def frames(self, rel: str) -> RawBatch:
+    def frames(self) -> RawBatch:
         counts = np.array([len(p[3]) for p in self.parts], dtype=np.int64)
         firsts = np.array([p[2] for p in self.parts], dtype=np.int64)
         n = int(counts.sum())
@@ -320,7 +320,7 @@ def read(src: Source, c: Contract, info: FileInfo) -> Iterator[RawBatch]:
         for element in _walk(text, seen):
             row = _series(element, row, batch)
             if batch.rows >= BATCH_ROWS:
-                yield batch.frames(src.rel)
+                yield batch.frames()
     status = seen.get("status")
     if status == "error":
         raise FileProblem(
@@ -338,7 +338,7 @@ def read(src: Source, c: Contract, info: FileInfo) -> Iterator[RawBatch]:
             "save a matrix (query_range, or a range selector)",
         )
     if batch.rows:
-        yield batch.frames(src.rel)
+        yield batch.frames()
 
 
 def _series(element: Any, row: int, batch: _Batch) -> int:
