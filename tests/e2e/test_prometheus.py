@@ -204,3 +204,30 @@ def test_demo_says_how_to_install_prometheus_when_it_is_missing(tmp_path):
     )
     assert p.returncode == 2
     assert "apt-get install prometheus" in p.stderr and "promtool" in p.stderr
+
+
+def test_demo_through_prometheus_materialises_what_it_pulled(tmp_path, prometheus_binaries):
+    home = tmp_path / "h"
+    p = _fleet(
+        "demo",
+        "--source",
+        "prometheus",
+        "--days",
+        "1",
+        "--runs-per-day",
+        "3",
+        "--home",
+        str(home),
+        "--workers",
+        "1",
+        timeout=1800,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "Prometheus serves them at http://127.0.0.1:" in p.stdout and "job(s) started that day" in p.stdout
+    h = DataHome.resolve(home)
+    runs = lake.read_table(h, "runs")
+    assert runs.height == 3 and set(runs["source"]) == {"prometheus"}
+    assert (
+        lake.read_table(h, "metric_samples").height > 0 and lake.read_table(h, "util_distribution").height > 0
+    )
+    assert (home / "reports" / "fleet_report.html").exists()
