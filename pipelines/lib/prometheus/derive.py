@@ -131,9 +131,8 @@ def derive_day(
             sql = sql_text(f"transforms/{step}.sql")
             con.execute(sql, _params(sql, values))
         sql = sql_text("transforms/prom_samples.sql")
-        con.execute(
-            f"COPY ({sql}) TO '{_quoted(samples_path)}' (FORMAT parquet, ROW_GROUP_SIZE {DERIVED_ROW_GROUP})",
-            _params(sql, values),
+        con.sql(sql, params=_params(sql, values)).write_parquet(
+            str(samples_path), row_group_size=DERIVED_ROW_GROUP
         )
         con.read_parquet(str(samples_path)).create_view("derived")
         n = con.execute("SELECT count(*) FROM derived").fetchall()[0][0]
@@ -148,10 +147,6 @@ def derive_day(
         samples_path=samples_path if n else None,
         notes=_notes(counts, runs),
     )
-
-
-def _quoted(path: Path) -> str:
-    return str(path).replace("'", "''")
 
 
 def _notes(counts: dict, runs: pl.DataFrame) -> list[str]:
