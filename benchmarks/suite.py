@@ -24,6 +24,11 @@ Cases (each: product seconds, anchor seconds, ratio = product / anchor, peak RSS
 - ``fixed``: the nightly fixed cost (start-up, merged analyses with recommendations, catalog, report) of a
   `fleet run` whose lake did not change (target < 10 s; anchor: none).
 - ``memory``: peak RSS of `fleet ingest` for a day of 3x ``--samples`` in every format (target < 1.5 GB).
+- ``prometheus``: `fleet ingest` of a Prometheus export of about ``--samples`` exposition samples (the
+  synthetic fleet as node_exporter, dcgm-exporter, kube-state-metrics and pcm-sensor-server expose it, in
+  OpenMetrics with timestamps: every sample read, validated, stored in metric_samples, runs and utilisation
+  samples derived) vs reading the same files with a bare parser (prometheus_client's OpenMetrics sample
+  parser, line by line, nothing kept). No ratio target (a comparison); peak RSS < 1.5 GB.
 
 Generated data is cached under ``<data home>/bench/data`` (same seed, same bytes) and reused.
 """
@@ -47,6 +52,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from pipelines.lib.contracts import resources  # noqa: E402  (the repository root is on the path above)
+from pipelines.lib.sqlfiles import expand_resources  # noqa: E402
 
 DAY = "2026-01-01"
 SAMPLES_PER_RUN = 2_700  # roughly, for the default catalog: sizes the number of runs per day
@@ -94,6 +102,38 @@ def fresh_home(tmp: Path, landing_trees: list[Path]) -> Path:
     return home
 
 
+LINES_PER_SAMPLE = 100  # exposition samples per utilisation sample in the synthetic exporters' files (about)
+
+
+def exposed_samples(tree: Path) -> int:
+    """Sample lines of the OpenMetrics files under ``tree``."""
+    n = 0
+    for path in tree.rglob("*.om"):
+        with open(path, "rb") as fh:
+            n += sum(1 for line in fh if not line.startswith(b"#"))
+    return n
+
+
+def prometheus_day(data: Path, samples: int, day: str = DAY, seed: int = 7) -> Path:
+    """A landing tree with one day of the synthetic exporters' files of at least ``samples`` exposition
+    samples (cached): the fewest runs (in steps of a tenth) whose day reaches it."""
+    out = data / f"openmetrics-{samples}-{day}"
+    if not (out / ".complete").exists():
+        from synthetic_fleet.catalog import load_hardware, load_models
+        from synthetic_fleet.exporters import exposition_samples
+        from synthetic_fleet.sampler import sample_day
+        from synthetic_fleet.writers import write_fleet
+
+        hw, models = load_hardware(), load_models()
+        runs = max(1, round(samples / (SAMPLES_PER_RUN * LINES_PER_SAMPLE)))
+        while exposition_samples(sample_day(day, runs, seed, hw, models), hw) < samples:
+            runs += max(1, runs // 10)
+        shutil.rmtree(out, ignore_errors=True)
+        write_fleet([day], runs, seed, hw, models, out, fmt="openmetrics")
+        (out / ".complete").touch()
+    return out
+
+
 def samples_file(tree: Path, fmt: str) -> Path:
     return next((tree / "synthetic").glob(f"*/utilisation_samples.{fmt}"))
 
@@ -113,6 +153,42 @@ def side_ingest(args: dict) -> dict:
         seconds = time.perf_counter() - start
     assert out.promoted, out.checks
     return {"seconds": seconds, "rows": out.result.samples_rows}
+
+
+def side_ingest_prometheus(args: dict) -> dict:
+    """`fleet ingest` of a Prometheus export day, with the mapping that reads the synthetic exporters."""
+    from pipelines.lib.ingest import ingest_partition
+    from pipelines.lib.paths import DataHome
+    from synthetic_fleet.catalog import load_hardware
+    from synthetic_fleet.exporters import mapping_yaml
+
+    with tempfile.TemporaryDirectory(dir=args["tmp"]) as tmp:
+        home = DataHome.resolve(fresh_home(Path(tmp), [Path(args["tree"])]))
+        home.user_catalog_dir.mkdir(parents=True, exist_ok=True)
+        (home.user_catalog_dir / "prometheus.yaml").write_text(mapping_yaml())
+        start = time.perf_counter()
+        out = ingest_partition(home, args["day"], load_hardware().platforms)
+        seconds = time.perf_counter() - start
+    assert out.promoted, out.checks
+    return {"seconds": seconds, "rows": out.result.metric_samples_rows, "derived": out.result.samples_rows}
+
+
+def side_parse_bare(args: dict) -> dict:
+    """The same export read by prometheus_client's OpenMetrics sample parser, line by line: every sample
+    parsed (name, labels, value, timestamp), nothing kept. Its family-level parser would hold a whole family
+    in memory (a day of node_cpu_seconds_total is most of the export), so the line-level one is the bare
+    parser here."""
+    from prometheus_client.openmetrics.parser import _parse_sample
+
+    start = time.perf_counter()
+    n = 0
+    for path in sorted(Path(args["tree"]).rglob("*.om")):
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                if not line.startswith("#"):
+                    _parse_sample(line.rstrip("\n"))
+                    n += 1
+    return {"seconds": time.perf_counter() - start, "rows": n}
 
 
 def side_copy(args: dict) -> dict:
@@ -158,9 +234,8 @@ def side_analytics(args: dict) -> dict:
 
 HAND_SQL = """
 WITH long AS (
-    UNPIVOT (SELECT run_id, server_id, role, cpu_util, mem_cap_util, mem_bw_util, net_bw_util, gpu_util,
-                    gpu_mem_util FROM read_parquet($f))
-    ON cpu_util, mem_cap_util, mem_bw_util, net_bw_util, gpu_util, gpu_mem_util INTO NAME resource VALUE util
+    UNPIVOT (SELECT run_id, server_id, role, <<resources: {col}>> FROM read_parquet($f))
+    ON <<resources: {col}>> INTO NAME resource VALUE util
 ),
 stats AS (
     SELECT run_id, role, resource, count(DISTINCT server_id) n_servers, count(*) n, avg(util) mean_util,
@@ -184,12 +259,12 @@ def side_analytics_duckdb(args: dict) -> dict:
         (path,) = lake.table_files(home, "utilisation_samples", args["day"])
         start = time.perf_counter()
         con = duckdb.connect()
-        con.execute(HAND_SQL, {"f": str(path)}).fetchall()
+        con.execute(expand_resources(HAND_SQL), {"f": str(path)}).fetchall()
         con.close()
         return {"seconds": time.perf_counter() - start}
 
 
-UTIL = ["cpu_util", "mem_cap_util", "mem_bw_util", "net_bw_util", "gpu_util", "gpu_mem_util"]
+UTIL = [f"{r}_util" for r in resources()]  # the contract's resources, as the product's SQL has them
 
 
 def side_analytics_polars(args: dict) -> dict:
@@ -374,6 +449,8 @@ SIDES = {
     f.__name__: f
     for f in (
         side_ingest,
+        side_ingest_prometheus,
+        side_parse_bare,
         side_copy,
         side_analytics,
         side_analytics_duckdb,
@@ -519,6 +596,17 @@ def waste_case(data: Path, tmp: Path, n: int, r: int) -> dict:
     return row
 
 
+def prometheus_case(data: Path, tmp: Path, n: int, r: int) -> dict:
+    """Ingest of a Prometheus export vs the bare parser reading it; memory limit as for every ingest."""
+    tree = prometheus_day(data, n)
+    args = {"tree": str(tree), "day": DAY, "tmp": str(tmp)}
+    row = paired("prometheus", r, ("side_ingest_prometheus", args), ("side_parse_bare", args))
+    exposed = exposed_samples(tree)
+    row["note"] = f"{exposed:,} exposition samples; RSS limit {RSS_LIMIT_MB} MB"
+    row["ok"] = row["product_rss_mb"] < RSS_LIMIT_MB
+    return row
+
+
 def memory_cases(data: Path, tmp: Path, n: int) -> list[dict]:
     """Peak RSS of ingesting a day of 3x the samples, in every format."""
     rows = []
@@ -618,14 +706,22 @@ def object_storage_case(data: Path, tmp: Path, n: int, r: int) -> dict:
                 os.environ.pop(name, None)
 
 
+def _add_memory(rows: list[dict], data: Path, tmp: Path, n: int) -> None:
+    """The memory cases, and the memory limit applied to every ingest case already measured."""
+    rows.extend(memory_cases(data, tmp, n))
+    for row in rows:
+        if row["case"].startswith("ingest-"):
+            row["ok"] = row["ok"] and row["product_rss_mb"] < RSS_LIMIT_MB
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--samples", type=int, default=10_000_000, help="samples in the benchmark day")
     ap.add_argument("--repeats", type=int, default=3, help="interleaved repeats per case (medians)")
     ap.add_argument(
         "--cases",
-        default="synth,ingest,analytics,night,waste,s3,backfill,fixed,memory",
-        help="comma-separated: synth, ingest, analytics, night, waste, s3, backfill, fixed, memory",
+        default="synth,ingest,analytics,night,waste,s3,backfill,fixed,memory,prometheus",
+        help="comma-separated, any of the default's cases",
     )
     ap.add_argument("--home", default=None, help="data home (default: $FLEET_HOME or ./data)")
     ap.add_argument("--child", nargs=2, metavar=("SIDE", "ARGS"), help=argparse.SUPPRESS)
@@ -661,16 +757,14 @@ def main() -> int:
         "s3": lambda: [object_storage_case(data, tmp, n, r)],
         "backfill": lambda: [backfill_case(data, tmp, n, r)],
         "fixed": lambda: [fixed_case(data, tmp, n, r)],
+        "prometheus": lambda: [prometheus_case(data, tmp, n, r)],
     }
     for name, run in runners.items():
         if name in cases:
             for row in run():
                 add(row)
     if "memory" in cases:
-        rows.extend(memory_cases(data, tmp, n))
-        for row in rows:  # every ingest must also stay under the memory limit
-            if row["case"].startswith("ingest-"):
-                row["ok"] = row["ok"] and row["product_rss_mb"] < RSS_LIMIT_MB
+        _add_memory(rows, data, tmp, n)
     print()
     print_table(rows)
     report = {

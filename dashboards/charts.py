@@ -8,6 +8,8 @@ import hashlib
 import altair as alt
 import polars as pl
 
+from pipelines.lib.contracts import resources
+
 UNKNOWN_MODEL = "(unknown model)"  # runs whose source names no model (public traces)
 # Fixed colours for the paper's roles, platforms and models, so they match across charts; any other value seen
 # in the data (a platform of a public trace, a model of your own) gets a colour of EXTRA_COLORS chosen by its
@@ -79,17 +81,28 @@ def _ecdf_transforms(chart, groups: list[str]):
 
 
 def trainer_vs_ps(
-    dist: pl.DataFrame, n_bins: int, static: bool = False, days: list[str] | None = None
+    dist: pl.DataFrame,
+    n_bins: int,
+    static: bool = False,
+    days: list[str] | None = None,
+    platforms: tuple[str, ...] = ("cpu",),
+    title: str = "Trainers vs sparse parameter servers on CPU clusters",
 ) -> alt.Chart:
     """Fig. 5 view: ECDF of per-sample utilisation, trainers vs parameter servers, per resource, one model
-    on CPU clusters at a time (selector), medians and p95 marked; over the days of the date-range control
-    (``days``: the days it offers)."""
+    of ``platforms`` at a time (selector), medians and p95 marked; over the days of the date-range control
+    (``days``: the days it offers). The resources are the contract's (schemas/utilisation_samples.yaml)
+    that these runs reported, in its order."""
     d = (
         dist.filter(
             (pl.col("statistic") == "sample")
-            & (pl.col("platform") == "cpu")
+            & pl.col("platform").is_in(list(platforms))
             & pl.col("role").is_in(["trainer", "sparse_ps"])
-            & pl.col("resource").is_in(["cpu", "mem_cap", "mem_bw", "net_bw"])
+            & pl.col("resource").is_in(list(resources()))
+        )
+        .with_columns(  # with several platforms, one selector state is a model on a platform
+            pl.format("{} on {}", "model_name", "platform").alias("model_name")
+            if len(platforms) > 1
+            else pl.col("model_name")
         )
         .with_columns(
             (pl.col("bin").cast(pl.Int32) * COARSE_BINS // n_bins).alias("cbin"),
@@ -114,6 +127,7 @@ def trainer_vs_ps(
         color=alt.Color("role:N", scale=roles),
         tooltip=["role:N", alt.Tooltip("utilisation:Q", format=".2f"), alt.Tooltip("ecdf:Q", format=".2f")],
     )
+    shown = [r for r in resources() if r in set(d["resource"].to_list())]
     marks = [
         ecdf.transform_filter(f"datum.ecdf >= {share}")
         .transform_aggregate(utilisation="min(utilisation)", groupby=groups)
@@ -129,17 +143,20 @@ def trainer_vs_ps(
         )
         for name, share in (("median", 0.5), ("p95", 0.95))
     ]
-    title = "Trainers vs sparse parameter servers on CPU clusters (ECDF; dashed: median, dotted: p95)"
+    title = f"{title} (ECDF; dashed: median, dotted: p95)"
     layered = alt.layer(lines, *marks, data=compact_data(d))
     if static:  # exports: every model, not one selector state
         return (
             layered.properties(width=150, height=110)
-            .facet(row=alt.Row("model_name:N", title=None), column=alt.Column("resource:N", title=None))
+            .facet(
+                row=alt.Row("model_name:N", title=None),
+                column=alt.Column("resource:N", title=None, sort=shown),
+            )
             .properties(title=title)
         )
     return _ranged(
         layered.properties(width=340, height=150)
-        .facet(facet=alt.Facet("resource:N", title=None), columns=2)
+        .facet(facet=alt.Facet("resource:N", title=None, sort=shown), columns=2)
         .add_params(pick)
         .properties(title=title),
         days,

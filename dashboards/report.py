@@ -15,7 +15,7 @@ import polars as pl
 
 from dashboards import charts
 from pipelines.lib import cache, fileio, lake
-from pipelines.lib.contracts import contract
+from pipelines.lib.contracts import contract, resources
 from pipelines.lib.paths import DataHome
 from pipelines.lib.volume import failing
 
@@ -283,6 +283,13 @@ def gather(home: DataHome, first: str | None = None, last: str | None = None) ->
 TABLE_III = ("cpu", "big_basin")  # the paper's Table III compares these two
 
 
+def gpu_platforms(dist: pl.DataFrame) -> tuple[str, ...]:
+    """Platforms whose servers reported a GPU resource (a contract resource named gpu*), sorted."""
+    gpu = [r for r in resources() if r.startswith("gpu")]
+    found = dist.filter(pl.col("resource").is_in(gpu))["platform"].unique().sort().to_list()
+    return tuple(found)
+
+
 def build_charts(inputs: ReportInputs, static: bool = False) -> dict[str, alt.TopLevelMixin]:
     """Every chart of the report, by file name; sections without data are left out (``NO_DATA`` says why).
     ``static``: the PNG/SVG exports, where selector charts show every model or platform as small multiples."""
@@ -295,6 +302,16 @@ def build_charts(inputs: ReportInputs, static: bool = False) -> dict[str, alt.To
             out["cpu_vs_big_basin"] = charts.cpu_vs_big_basin(inputs.recommendations)
     if inputs.util_distribution.filter(pl.col("platform") == "cpu").height:
         out["trainer_vs_ps"] = charts.trainer_vs_ps(inputs.util_distribution, n_bins, static, days)
+    gpu = gpu_platforms(inputs.util_distribution)
+    if gpu:
+        out["trainer_vs_ps_gpu"] = charts.trainer_vs_ps(
+            inputs.util_distribution,
+            n_bins,
+            static,
+            days,
+            platforms=gpu,
+            title="Trainers vs sparse parameter servers on GPU platforms, every GPU resource",
+        )
     if inputs.server_count_hist.filter(pl.col("n_servers") > 0).height:
         out["server_counts"] = charts.server_counts(inputs.server_count_hist, static, days)
     if inputs.runs_explorer.height:
@@ -430,6 +447,7 @@ SECTIONS = (
     ("cpu_vs_big_basin", "CPU cluster vs Big Basin (the paper's Table III setting)"),
     ("hardware_fit", "Hardware fit"),
     ("trainer_vs_ps", "Trainers vs parameter servers"),
+    ("trainer_vs_ps_gpu", "Trainers vs parameter servers on GPU platforms"),
     ("server_counts", "Servers per run"),
     ("waste", "Where the fleet wastes machines"),
     ("run_explorer", "Runs"),
@@ -442,6 +460,7 @@ NO_DATA = {
     "cpu_vs_big_basin": "Needs recommendations with fitting options on both CPU clusters and Big Basin.",
     "hardware_fit": "No recommendations yet: they need runs in the lake (`fleet run`).",
     "trainer_vs_ps": "No utilisation samples of CPU-cluster runs in these days.",
+    "trainer_vs_ps_gpu": "No GPU utilisation samples in these days.",
     "server_counts": "No runs with server counts in these days.",
     "run_explorer": "No runs with both trainer and sparse-PS CPU utilisation in these days.",
     "fleet_trends": "No runs in these days.",
@@ -452,6 +471,9 @@ NOTES = {
     "server_counts": "Starts on CPU clusters, where trainer and parameter-server counts vary; "
     "the PNG and SVG show every platform.",
     "trainer_vs_ps": "The PNG and SVG show every model.",
+    "trainer_vs_ps_gpu": "One model and platform at a time; every GPU resource the trainers reported (GPU, "
+    "GPU memory, tensor-core activity, NVLink and PCIe where the exporter measures them). The PNG and SVG "
+    "show every model.",
     "waste": "Right-sized: the fewest servers of a role that keep every resource's p95 utilisation at or "
     "under the target without losing throughput (README, Right-sizing). kW: peak power of the servers freed.",
 }

@@ -36,12 +36,14 @@ from synthetic_fleet import defaults
 from synthetic_fleet.catalog import HardwareCatalog, Platform
 
 ROLES = ("trainer", "sparse_ps", "dense_ps", "reader")
-RESOURCES = ("cpu", "mem_cap", "mem_bw", "net_bw", "gpu", "gpu_mem")
+# The resources the model predicts: a subset of the contract's (pipelines.lib.contracts.resources(), the one
+# list of every resource); it says nothing of the others (tensor-core activity, NVLink, PCIe).
+MODELLED = ("cpu", "mem_cap", "mem_bw", "net_bw", "gpu", "gpu_mem")
 UTIL_RESOURCES = {
-    "sparse_ps": RESOURCES[:4],
-    "dense_ps": RESOURCES[:4],
-    "reader": RESOURCES[:4],
-    "trainer": RESOURCES,
+    "sparse_ps": MODELLED[:4],
+    "dense_ps": MODELLED[:4],
+    "reader": MODELLED[:4],
+    "trainer": MODELLED,
 }
 BYTES_FP32 = 4
 BYTES_INDEX = 8

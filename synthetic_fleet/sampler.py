@@ -19,7 +19,7 @@ import polars as pl
 
 from synthetic_fleet import defaults, fields
 from synthetic_fleet.catalog import HardwareCatalog, ModelSpec
-from synthetic_fleet.model import RESOURCES, ROLES, predict_frame, required_gb
+from synthetic_fleet.model import MODELLED, ROLES, predict_frame, required_gb
 from synthetic_fleet.quality import normalized_entropy
 
 if TYPE_CHECKING:
@@ -214,7 +214,7 @@ def sample_runs(
         ).fill_nan(None),
     )
     # Per-role mean utilisation from the model, kept for the sample generator (not part of the landing rows).
-    util_cols = [f"{r}_{res}_util" for r in ROLES for res in RESOURCES if f"{r}_{res}_util" in pred.columns]
+    util_cols = [f"{r}_{res}_util" for r in ROLES for res in MODELLED if f"{r}_{res}_util" in pred.columns]
     return runs.with_columns(pred.select(util_cols)).with_columns(pl.lit(day).alias("_day"))
 
 
@@ -278,7 +278,7 @@ def server_draws(
                     pl.col(f"{role}_{res}_util").alias(res)
                     if f"{role}_{res}_util" in runs.columns
                     else pl.lit(None, pl.Float64).alias(res)
-                    for res in RESOURCES
+                    for res in MODELLED
                 ],
             )
             .explode("idx")
@@ -339,7 +339,7 @@ def sample_utilisation(
     mult = samples.get_column("_mult").to_numpy().astype(np.float32) * warmup
     sd = samples.get_column("_sd").to_numpy().astype(np.float32)
     out = {}
-    for res in RESOURCES:
+    for res in MODELLED:
         base = samples.get_column(res).to_numpy().astype(np.float32)
         have = ~np.isnan(base)
         draw = np.full(n, np.nan, dtype=np.float32)
@@ -363,7 +363,7 @@ def sample_utilisation(
             "server_id": samples.get_column("server_id"),
             "role": samples.get_column("role"),
             "ts": ts,
-            **{f"{res}_util": pl.Series(out[f"{res}_util"]).fill_nan(None) for res in RESOURCES},
+            **{f"{res}_util": pl.Series(out[f"{res}_util"]).fill_nan(None) for res in MODELLED},
             "power_w": np.round(power.astype(np.float64), 1),
         }
     )

@@ -9,7 +9,7 @@ import polars as pl
 
 from synthetic_fleet import defaults, fields
 from synthetic_fleet.catalog import PLACEMENTS, HardwareCatalog, ModelSpec
-from synthetic_fleet.model import DEFAULT, RESOURCES, ROLES, Coefficients, predict_frame
+from synthetic_fleet.model import DEFAULT, MODELLED, ROLES, Coefficients, predict_frame
 
 
 class WhatIfError(ValueError):
@@ -156,7 +156,7 @@ def utilisation_table(row: dict[str, Any]) -> dict[str, dict[str, float]]:
     }
     return {
         role: {
-            res: row[f"{role}_{res}_util"] for res in RESOURCES if row.get(f"{role}_{res}_util") is not None
+            res: row[f"{role}_{res}_util"] for res in MODELLED if row.get(f"{role}_{res}_util") is not None
         }
         for role in ROLES
         if counts[role]

@@ -15,10 +15,11 @@ import polars as pl
 
 from pipelines.lib import fileio
 from synthetic_fleet.catalog import HardwareCatalog, ModelSpec
+from synthetic_fleet.exporters import write_exporters
 from synthetic_fleet.sampler import DayFleet, sample_day
 from synthetic_fleet.truth import WasteTruth
 
-FORMATS = ("jsonl", "csv", "parquet")
+FORMATS = ("jsonl", "csv", "parquet", "openmetrics")  # openmetrics: as the exporters show it (exporters.py)
 TRUTH_FILES = {"servers": "waste_truth_servers.parquet", "roles": "waste_truth_roles.parquet"}
 TS_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
@@ -69,12 +70,16 @@ def write_day(
     source: str = "synthetic",
     fmt: str = "jsonl",
     gzip_level: int | None = None,
+    hw: HardwareCatalog | None = None,
 ) -> list[Path]:
-    """Write one day's runs and samples as landing files, and its truth (if drawn) beside the landing root;
-    returns the landing files' paths."""
+    """Write one day's runs and samples as landing files (``openmetrics``: the exporters' scrapes, which need
+    the hardware catalog ``hw``), and its truth (if drawn) beside the landing root; returns the landing
+    files' paths."""
     folder = landing / source / fleet.day
     if fleet.truth is not None:
         write_truth(fleet.truth, truth_root(landing) / source / fleet.day)
+    if fmt == "openmetrics":
+        return write_exporters(fleet, landing, hw, source)
     written = []
     for table, frame in (("runs", fleet.runs), ("utilisation_samples", fleet.samples)):
         name = f"{table}.{fmt}"
@@ -119,7 +124,7 @@ def write_fleet(
     def writer() -> None:
         while (fleet := handoff.get()) is not None:
             try:
-                paths = write_day(fleet, landing, source=source, fmt=fmt, gzip_level=gzip_level)
+                paths = write_day(fleet, landing, source=source, fmt=fmt, gzip_level=gzip_level, hw=hw)
                 if on_day:
                     on_day(fleet, paths)
             except BaseException as exc:  # surfaced in the caller's thread below

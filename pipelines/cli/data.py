@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -15,6 +16,8 @@ from pipelines.lib.preflight import UsageError
 DEMO_DAYS = 5
 DEMO_RUNS_PER_DAY = 110
 DEMO_SEED = 2021
+PROM_DEMO_DAYS = 2  # fleet demo --source prometheus: a smaller fleet (every CPU is a node_exporter series)
+PROM_DEMO_RUNS = 10
 
 
 def _days(start: str | None, n: int) -> list[str]:
@@ -60,7 +63,7 @@ def synthesize(
         totals["samples"] += fleet.samples.height
         totals["files"] += [str(p) for p in paths]
         if not quiet:
-            i = len(totals["files"]) // 2
+            i = days.index(fleet.day) + 1
             print(
                 f"  [{i}/{len(days)}] {fleet.day}: {fleet.runs.height} runs, "
                 f"{fleet.samples.height:,} samples ({time.perf_counter() - clock[0]:.1f} s)",
@@ -83,7 +86,21 @@ def synthesize(
     )
     if truth:
         totals["truth"] = str(truth_root(out))
+    if fmt == "openmetrics":
+        totals["mapping"] = str(_install_exporter_mapping(home))
     return totals
+
+
+def _install_exporter_mapping(home: DataHome) -> Path:
+    """The mapping that reads the synthetic exporters back, as the data home's mapping unless it has one."""
+    from pipelines.lib import fileio
+    from pipelines.lib.prometheus.mapping import user_file
+    from synthetic_fleet.exporters import mapping_yaml
+
+    path = user_file(home)
+    if not path.exists():
+        fileio.write_bytes(path, mapping_yaml().encode())
+    return path
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
@@ -106,6 +123,11 @@ def cmd_synth(args: argparse.Namespace) -> int:
         print(json.dumps(totals, indent=2))
     else:
         print(f"wrote {totals['runs']} runs and {totals['samples']:,} samples over {len(days)} days to {out}")
+        if "mapping" in totals:
+            print(
+                f"as the exporters would expose them (OpenMetrics); the mapping that reads them back: "
+                f"{totals['mapping']} (interval_s must be the fleet's 300 s sampling interval)"
+            )
         if args.truth:
             print(f"the sampler's truth (stragglers, hot shards, servers needed) is in {totals['truth']}")
     return 0
@@ -179,6 +201,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         raise UsageError(
             f"{path} does not exist; give a folder in the landing layout or a public trace folder"
         )
+    if args.source == "prometheus":
+        return _ingest_prometheus(args, home, path)
+    if args.url or args.mapping:
+        raise UsageError("--url and --mapping go with --source prometheus")
     if args.source in ("pai", "mlperf") and path is None:
         raise UsageError(
             f"--source {args.source} needs PATH, the folder of the downloaded public trace "
@@ -213,6 +239,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
+    return _print_summary(s, days, home)
+
+
+def _print_summary(s, days: list[str], home: DataHome) -> int:
     print(
         f"ingested {len(days)} day(s): {s.files} files, {s.rows_in:,} rows in, "
         f"{s.rows_accepted:,} accepted, {s.rows_quarantined:,} quarantined"
@@ -227,6 +257,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         print(f"  CHECK samples {problem}")
     if s.not_read:
         print(f"  WARNING: {s.not_read}")
+    for note in s.notes:
+        print(f"  NOTE (Prometheus) {note}")
     print(
         f"catalog: {home.catalog_path}  "
         "(tables quarantine and ingest_ledger; `fleet query quarantine_by_reason` sums them up)"
@@ -235,7 +267,86 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return 0
 
 
+def _install_mapping(home: DataHome, given: str) -> None:
+    """Check a mapping file and keep it as the data home's."""
+    from pipelines.lib import fileio, safe_yaml
+    from pipelines.lib.prometheus.mapping import MappingError, build, user_file
+    from synthetic_fleet.catalog import load_hardware
+
+    path = Path(given)
+    if not path.is_file():
+        raise UsageError(f"--mapping {given}: no such file")
+    hw = load_hardware(home.user_catalog_dir / "hardware.yaml")
+    try:
+        build(safe_yaml.load_file(path), str(path), frozenset(hw.platforms))
+    except (MappingError, safe_yaml.YamlLimitError) as exc:
+        raise UsageError(f"--mapping {' '.join(str(exc).split())}") from None
+    fileio.write_bytes(user_file(home), path.read_bytes())
+
+
+def _ingest_prometheus(args: argparse.Namespace, home: DataHome, path: Path | None) -> int:
+    """fleet ingest --source prometheus: pull days from --url (or deliver exports at PATH), then ingest."""
+    from pipelines.lib.delivery import deliver_tree, ingest_days
+
+    if args.mapping:
+        _install_mapping(home, args.mapping)
+    if args.url and path is not None:
+        raise UsageError(
+            "give either --url (pull from a server) or PATH (exports in the landing layout), not both"
+        )
+    if args.url:
+        if not args.date_from:
+            raise UsageError("--url needs the days to pull: --from YYYY-MM-DD [--to YYYY-MM-DD]")
+        days = _span(args.date_from, args.date_to or args.date_from)
+        _pull(args.url, home, days, args.page_minutes)
+    elif path is not None:
+        days = deliver_tree(path, home)
+    else:
+        raise UsageError(
+            "--source prometheus needs --url URL --from D [--to D] (pull from a server), or PATH (exports in "
+            "the landing layout <source>/<YYYY-MM-DD>/<file>.om|.prom|.prom.json)"
+        )
+    try:
+        s = ingest_days(home, days, progress=lambda m: print(m, flush=True))
+    except OSError as exc:
+        print(
+            f"fleet: cannot do the ingest: {exc.strerror or exc} ({exc.filename or home.root})",
+            file=sys.stderr,
+        )
+        return 1
+    return _print_summary(s, days, home)
+
+
+def _pull(url: str, home: DataHome, days: list[str], page_minutes: int) -> None:
+    from pipelines.lib.preflight import Unavailable
+    from pipelines.lib.prometheus.mapping import load_mapping
+    from pipelines.lib.prometheus.pull import Client, PullError, pull_day
+    from synthetic_fleet.catalog import load_hardware
+
+    mapping = load_mapping(home, frozenset(load_hardware(home.user_catalog_dir / "hardware.yaml").platforms))
+    client = Client(url)
+    try:
+        inclusive = client.major_version() < 3
+        for day in days:
+            start = time.perf_counter()
+            got = pull_day(
+                client, home, day, mapping, page=dt.timedelta(minutes=page_minutes), inclusive=inclusive
+            )
+            print(
+                f"  pulled {day}: {got.jobs} job(s) started that day, {len(got.files)} files "
+                f"({got.window[0]:%Y-%m-%d %H:%M} .. {got.window[1]:%Y-%m-%d %H:%M} UTC; "
+                f"{time.perf_counter() - start:.1f} s)",
+                flush=True,
+            )
+    except PullError as exc:
+        raise Unavailable(f"{exc}; lower --page-minutes if the server refused a page as too large") from None
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
+    if args.source == "prometheus":
+        return _demo_prometheus(args)
+    args.days = args.days or DEMO_DAYS
+    args.runs_per_day = args.runs_per_day or DEMO_RUNS_PER_DAY
     start = time.perf_counter()
     home = DataHome.resolve(args.home)
     days = _days(None, args.days)
@@ -250,5 +361,42 @@ def cmd_demo(args: argparse.Namespace) -> int:
         f"next: `fleet ui --home {home.root}` (Dagster UI), "
         f"`fleet query --home {home.root}` (canned queries), "
         f"`fleet sql --home {home.root}` (SQL over the catalog)"
+    )
+    return code
+
+
+def _demo_prometheus(args: argparse.Namespace) -> int:
+    """The synthetic fleet as exporters expose it, backfilled into a local Prometheus, pulled back over its
+    HTTP API like any team's server, then materialised: what `fleet ingest --source prometheus` does."""
+    from pipelines.lib.prometheus import server
+
+    try:
+        server.binaries()
+    except server.PrometheusMissing as exc:
+        raise UsageError(f"{exc}; then run `fleet demo --source prometheus` again") from None
+    start = time.perf_counter()
+    home = DataHome.resolve(args.home)
+    days = _days(None, args.days or PROM_DEMO_DAYS)
+    runs = args.runs_per_day or PROM_DEMO_RUNS
+    exports = home.root / "prometheus" / "exports"
+    shutil.rmtree(home.root / "prometheus", ignore_errors=True)
+    print(f"synthesising {len(days)} days x {runs} runs (seed {args.seed}) as exporter scrapes in {exports}")
+    synthesize(home, exports, days, runs, args.seed, "openmetrics", source="cluster")
+    tsdb = home.root / "prometheus" / "tsdb"
+    print(f"backfilling them into a Prometheus TSDB ({tsdb}) with promtool", flush=True)
+    server.backfill(sorted(exports.rglob("*.om")), tsdb)
+    with server.serving(tsdb, home.root / "prometheus") as url:
+        print(
+            f"Prometheus serves them at {url}; pulling raw samples as `fleet ingest --source prometheus "
+            f"--url {url} --from {days[0]} --to {days[-1]}` would",
+            flush=True,
+        )
+        _pull(url, home, days, 120)
+    code = cmd_run(args, days)
+    print(
+        f"demo (Prometheus) finished in {time.perf_counter() - start:.1f} s; data home {home.root}\n"
+        "the pulled scrapes are in landing/prometheus/<day>/ and the lake's metric_samples; runs and samples "
+        "were derived from them with the mapping in catalog/prometheus.yaml\n"
+        f"next: `fleet query quarantine_by_reason --home {home.root}`, `fleet ui --home {home.root}`"
     )
     return code

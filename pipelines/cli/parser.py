@@ -97,16 +97,16 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="synthesise a fleet into the data home and materialise every asset")
     d.add_argument("--home", help=home_help)
     d.add_argument(
-        "--days",
-        type=at_least_one,
-        default=data.DEMO_DAYS,
-        help=f"days ending yesterday, UTC (default {data.DEMO_DAYS})",
+        "--source",
+        choices=("synthetic", "prometheus"),
+        default="synthetic",
+        help="where the demo's data comes from (default synthetic); prometheus: the fleet backfilled into a "
+        "local Prometheus (needs prometheus and promtool) and pulled from it, "
+        f"{data.PROM_DEMO_DAYS} days x {data.PROM_DEMO_RUNS} runs unless given",
     )
+    d.add_argument("--days", type=at_least_one, help=f"days ending yesterday, UTC (default {data.DEMO_DAYS})")
     d.add_argument(
-        "--runs-per-day",
-        type=at_least_one,
-        default=data.DEMO_RUNS_PER_DAY,
-        help=f"training runs per day (default {data.DEMO_RUNS_PER_DAY})",
+        "--runs-per-day", type=at_least_one, help=f"training runs per day (default {data.DEMO_RUNS_PER_DAY})"
     )
     d.add_argument("--seed", type=int, default=data.DEMO_SEED, help=f"random seed (default {data.DEMO_SEED})")
     d.add_argument("--workers", type=at_least_one, default=workers, help=workers_help)
@@ -129,7 +129,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", help="landing root (default <data home>/landing)")
     s.add_argument("--source", default="synthetic", help="landing source folder name (default synthetic)")
     s.add_argument(
-        "--format", choices=("jsonl", "csv", "parquet"), default="jsonl", help="file format (default jsonl)"
+        "--format",
+        choices=("jsonl", "csv", "parquet", "openmetrics"),
+        default="jsonl",
+        help="file format (default jsonl); openmetrics: the fleet as node_exporter, dcgm-exporter, "
+        "kube-state-metrics and pcm-sensor-server would expose it, with timestamps",
     )
     s.add_argument("--gzip", action="store_true", help="gzip jsonl/csv files")
     s.add_argument(
@@ -167,9 +171,27 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument(
         "path",
         nargs="?",
-        help="a folder in the landing layout <source>/<day>/<file>, or a public trace folder",
+        help="a folder in the landing layout <source>/<day>/<file> (Prometheus exports too), "
+        "or a public trace folder",
     )
-    i.add_argument("--source", choices=("pai", "mlperf"), help="adapt that public trace found at PATH")
+    i.add_argument(
+        "--source",
+        choices=("pai", "mlperf", "prometheus"),
+        help="adapt that public trace found at PATH; prometheus: pull from --url "
+        "(or deliver exports found at PATH)",
+    )
+    i.add_argument("--url", help="--source prometheus: the server, e.g. http://prometheus:9090")
+    i.add_argument(
+        "--mapping",
+        help="--source prometheus: a mapping file (schemas/catalog/prometheus.yaml documents it); "
+        "checked, then kept as <data home>/catalog/prometheus.yaml",
+    )
+    i.add_argument(
+        "--page-minutes",
+        type=at_least_one,
+        default=120,
+        help="--url: minutes of samples per request (default 120; lower it if the server refuses a page)",
+    )
     i.add_argument("--home", help=home_help)
     i.add_argument("--from", dest="date_from", type=day, help="first landing day to (re)ingest YYYY-MM-DD")
     i.add_argument("--to", dest="date_to", type=day, help="last landing day YYYY-MM-DD")

@@ -13,7 +13,7 @@ import duckdb
 import polars as pl
 
 from pipelines.lib import lake
-from pipelines.lib.contracts import contract
+from pipelines.lib.contracts import contract, resources
 from pipelines.lib.lake.s3 import fsspec_fs
 from pipelines.lib.paths import DataHome
 from pipelines.lib.sqlfiles import sql_text
@@ -88,6 +88,15 @@ def day_inputs(home: DataHome, day: str) -> tuple[pl.DataFrame, Relation]:
     return lake.read_partition(home, "runs", day), partition_relation(home, "utilisation_samples", day)
 
 
+def with_resource_columns(samples: Relation) -> Relation:
+    """Samples with every resource column of the contract: a frame in the landing shape may leave out the
+    nullable ones (absent = null, as at ingest); lake files always hold them all."""
+    if isinstance(samples, Path | LakeFiles):
+        return samples
+    missing = [f"{r}_util" for r in resources() if f"{r}_util" not in samples.columns]
+    return samples.with_columns(pl.lit(None, pl.Float64).alias(c) for c in missing)
+
+
 def window_s() -> int:
     """Length of a server window in seconds (server_windows' contract parameter)."""
     return int(contract("server_windows").parameters["window_s"])
@@ -95,21 +104,21 @@ def window_s() -> int:
 
 def server_windows(samples: Relation, day: str) -> pl.DataFrame:
     """Per run x server x hour window of one day: samples and mean utilisation of each resource."""
-    with connection(samples=samples) as con:
+    with connection(samples=with_resource_columns(samples)) as con:
         out = _query(con, "transforms/server_windows.sql", {"day": day, "window_s": window_s()})
     return contract("server_windows").conform(out)
 
 
 def run_role_stats(runs: pl.DataFrame, samples: Relation, day: str, windows: Relation) -> pl.DataFrame:
     """Per run x role x resource statistics of one day; servers counted from the day's ``windows``."""
-    with connection(runs=runs, samples=samples, server_windows=windows) as con:
+    with connection(runs=runs, samples=with_resource_columns(samples), server_windows=windows) as con:
         out = _query(con, "transforms/run_role_stats.sql", {"day": day})
     return contract("run_role_stats").conform(out)
 
 
 def util_distribution(runs: pl.DataFrame, samples: Relation, stats: pl.DataFrame, day: str) -> pl.DataFrame:
     """One day's fixed-bin histograms of per-sample and per-run-mean utilisation."""
-    with connection(runs=runs, samples=samples, run_role_stats=stats) as con:
+    with connection(runs=runs, samples=with_resource_columns(samples), run_role_stats=stats) as con:
         out = _query(con, "transforms/util_distribution.sql", {"day": day, "n_bins": n_bins()})
     return contract("util_distribution").conform(out)
 

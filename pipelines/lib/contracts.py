@@ -8,7 +8,7 @@ conformance check of a written partition; pipelines/defs/metadata.py derives the
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -18,7 +18,7 @@ import polars as pl
 import pyarrow as pa
 import yaml
 
-from pipelines.lib.paths import SCHEMAS_DIR
+from pipelines.lib import paths
 
 ARROW_TYPES: dict[str, pa.DataType] = {
     "string": pa.string(),
@@ -72,6 +72,8 @@ class Column:
     pattern: str | None = None
     references: str | None = None
     origin: str = "landing"
+    finite: bool = True  # float64: NaN and infinities are refused (not_finite) unless declared otherwise
+    resource: bool = False  # a utilisation resource (utilisation_samples): analyses iterate these
 
     @property
     def arrow_type(self) -> pa.DataType:
@@ -109,6 +111,11 @@ class Contract:
     @property
     def column_names(self) -> list[str]:
         return [c.name for c in self.columns]
+
+    @property
+    def resources(self) -> tuple[str, ...]:
+        """Short names of the resource columns (``cpu`` for ``cpu_util``), in contract order."""
+        return tuple(c.name.removesuffix("_util") for c in self.columns if c.resource)
 
     @property
     def landing_columns(self) -> list[Column]:
@@ -158,6 +165,8 @@ def _parse_column(spec: Mapping[str, Any], table: str) -> Column:
         "pattern",
         "references",
         "origin",
+        "finite",
+        "resource",
     }
     if unknown_keys:
         raise ContractError(f"{table}.{spec.get('name')}: unknown keys {sorted(unknown_keys)}")
@@ -187,16 +196,64 @@ def _parse_column(spec: Mapping[str, Any], table: str) -> Column:
         pattern=spec.get("pattern"),
         references=spec.get("references"),
         origin=spec.get("origin", "landing"),
+        finite=bool(spec.get("finite", True)),
+        resource=bool(spec.get("resource", False)),
     )
 
 
-def load_contract(path: Path) -> Contract:
-    """Parse one contract file (YAML safe loader: plain data only)."""
+def _read(path: Path) -> dict[str, Any]:
     data = yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    name = data.get("name")
-    if name != path.stem:
-        raise ContractError(f"{path}: name {name!r} must equal the file name {path.stem!r}")
-    columns = tuple(_parse_column(c, name) for c in data["columns"])
+    if data.get("name") != path.stem:
+        raise ContractError(f"{path}: name {data.get('name')!r} must equal the file name {path.stem!r}")
+    return data
+
+
+def _resource_columns(spec: Mapping[str, Any], source: Contract, table: str) -> list[dict[str, Any]]:
+    """``{resources_of: T, description: "Mean {description}"}``: one column per resource column of T, with
+    its name, type, bounds and unit, nullable, described by the template."""
+    unknown = set(spec) - {"resources_of", "description"}
+    if unknown:
+        raise ContractError(f"{table}: a resources_of entry has unknown keys {sorted(unknown)}")
+    template = spec.get("description", "{description}")
+    out = []
+    for col in source.columns:
+        if col.resource:
+            out.append(
+                {
+                    "name": col.name,
+                    "type": col.type,
+                    "nullable": True,
+                    "min": col.min,
+                    "max": col.max,
+                    "unit": col.unit,
+                    "description": template.format(description=col.description),
+                }
+            )
+    return out
+
+
+def load_contract(path: Path, resolve: Callable[[str], Contract] | None = None) -> Contract:
+    """Parse one contract file (YAML safe loader: plain data only). References to another contract's
+    resource columns (``enum: {resources_of: T}`` and a ``{resources_of: T}`` entry among the columns,
+    which expands to one column per resource) are resolved through ``resolve``, so a resource column is
+    declared once, in T."""
+    data = _read(path)
+    name = data["name"]
+
+    def source(spec: Mapping[str, Any]) -> Contract:
+        if resolve is None:
+            raise ContractError(f"{name}: resources_of needs the other contracts (load with contracts())")
+        return resolve(spec["resources_of"])
+
+    specs: list[Mapping[str, Any]] = []
+    for spec in data["columns"]:
+        if "resources_of" in spec:
+            specs.extend(_resource_columns(spec, source(spec), name))
+            continue
+        if isinstance(spec.get("enum"), Mapping):
+            spec = {**spec, "enum": list(source(spec["enum"]).resources)}
+        specs.append(spec)
+    columns = tuple(_parse_column(c, name) for c in specs)
     names = [c.name for c in columns]
     if len(set(names)) != len(names):
         raise ContractError(f"{name}: duplicate column names")
@@ -217,9 +274,33 @@ def load_contract(path: Path) -> Contract:
 
 
 @cache
-def contracts(schemas_dir: Path = SCHEMAS_DIR) -> dict[str, Contract]:
-    """Every contract in ``schemas/``, by table name."""
-    return {p.stem: load_contract(p) for p in sorted(schemas_dir.glob("*.yaml"))}
+def _contracts_in(schemas_dir: Path) -> dict[str, Contract]:
+    paths = {p.stem: p for p in sorted(schemas_dir.glob("*.yaml"))}
+    loaded: dict[str, Contract] = {}
+    loading: set[str] = set()
+
+    def get(name: str) -> Contract:
+        if name not in loaded:
+            if name not in paths:
+                raise ContractError(f"resources_of names no contract: {name!r}")
+            if name in loading:
+                raise ContractError(f"contracts refer to each other in a cycle through {name!r}")
+            loading.add(name)
+            loaded[name] = load_contract(paths[name], get)
+        return loaded[name]
+
+    return {name: get(name) for name in paths}
+
+
+def contracts(schemas_dir: Path | None = None) -> dict[str, Contract]:
+    """Every contract in ``schemas/`` (``paths.SCHEMAS_DIR``, read when called), by table name."""
+    return _contracts_in(schemas_dir or paths.SCHEMAS_DIR)
+
+
+def resources() -> tuple[str, ...]:
+    """The utilisation resources (``cpu``, ``mem_cap``, ...): utilisation_samples' resource columns
+    without their ``_util`` suffix, in contract order. Every resource list derives from this one."""
+    return contract("utilisation_samples").resources
 
 
 def contract(name: str) -> Contract:
@@ -367,7 +448,7 @@ def _column_errors(
             _error("wrong_type", name, pl.format(f"'{name}' = {{}} is not {expected}", shown)),
         )
     )
-    if col.type == "float64":
+    if col.type == "float64" and col.finite:
         out.append(
             (
                 parsed.is_not_null() & ~parsed.is_finite(),
@@ -476,7 +557,7 @@ def _violates(col: Column, allowed: Mapping[str, frozenset[str]]) -> pl.Expr:
     bad = ~blank & p.is_null()
     if not col.nullable:
         bad = bad | blank
-    if col.type == "float64":
+    if col.type == "float64" and col.finite:
         bad = bad | ~p.is_finite()
     if col.min is not None:
         bad = bad | (p < col.min)
@@ -612,7 +693,7 @@ def conformance_violations(frame: pl.DataFrame, c: Contract) -> list[str]:
         x = pl.col(col.name)
         if not col.nullable:
             exprs.append(x.null_count().alias(f"{col.name}|nulls"))
-        if col.type == "float64":
+        if col.type == "float64" and col.finite:
             exprs.append((x.is_nan() | x.is_infinite()).sum().alias(f"{col.name}|nonfinite"))
         if col.min is not None:
             exprs.append((x < col.min).sum().alias(f"{col.name}|below"))

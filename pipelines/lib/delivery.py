@@ -28,6 +28,7 @@ class IngestSummary:
     blocked: list[str] = field(default_factory=list)  # days not promoted: a blocking check failed
     not_read: str | None = None  # the warning naming landing entries no day reads (misplaced, hidden)
     volume_problems: list[str] = field(default_factory=list)  # "<day>: <source>: what did not arrive"
+    notes: list[str] = field(default_factory=list)  # "<day>: what the Prometheus derivation left out"
 
 
 def deliver_tree(src: Path, home: DataHome) -> list[str]:
@@ -97,6 +98,7 @@ def ingest_days(
         if not outcome.promoted:
             summary.blocked.append(day)
         summary.volume_problems += [f"{day}: {m}" for m in failing(outcome.result.sample_volume)["message"]]
+        summary.notes += [f"{day}: {n}" for n in outcome.result.notes]
     publish_catalog(home)
     ledger, quarantine = pl.concat(ledgers), pl.concat(quarantines)
     summary.files = ledger.height

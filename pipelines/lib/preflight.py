@@ -58,7 +58,9 @@ def check_lake(home: DataHome) -> None:
 
 
 def check_user_catalogs(home: DataHome) -> None:
-    """The user's hardware.yaml and models.yaml in the data home, if present, load and validate."""
+    """The user's hardware.yaml, models.yaml and prometheus.yaml (the Prometheus mapping) in the data home,
+    if present, load and validate."""
+    from pipelines.lib.prometheus.mapping import MappingError, load_mapping, user_file
     from synthetic_fleet.catalog import CatalogError, load_hardware, load_models
 
     for name, section in (("hardware.yaml", "platforms"), ("models.yaml", "models")):
@@ -79,10 +81,15 @@ def check_user_catalogs(home: DataHome) -> None:
                     f"user catalog {path}: {section[:-1]} {key!r} is not a mapping of fields; {fix}"
                 )
     try:
-        load_hardware(home.user_catalog_dir / "hardware.yaml")
+        hw = load_hardware(home.user_catalog_dir / "hardware.yaml")
         load_models(home.user_catalog_dir / "models.yaml")
     except CatalogError as exc:
         raise UsageError(f"user catalog {_one_line(str(exc))}; fix or move that file") from None
+    if user_file(home).exists():
+        try:
+            load_mapping(home, frozenset(hw.platforms))
+        except MappingError as exc:
+            raise UsageError(f"Prometheus mapping {_one_line(str(exc))}; fix or move that file") from None
 
 
 def check_catalog_readable(catalog: Path) -> None:

@@ -29,13 +29,13 @@ import polars as pl
 import polars.selectors as cs
 
 from pipelines.lib import analytics, lake
-from pipelines.lib.contracts import contract
+from pipelines.lib.contracts import contract, resources
 from pipelines.lib.paths import DataHome
 from pipelines.lib.recommend import SATURATION, batch_on, binding_counts, workload_of_model
 from pipelines.lib.sqlfiles import sql_text
 from synthetic_fleet import fields
 from synthetic_fleet.catalog import HardwareCatalog, ModelSpec
-from synthetic_fleet.model import RESOURCES, ROLES, UTIL_RESOURCES, predict_frame
+from synthetic_fleet.model import ROLES, UTIL_RESOURCES, predict_frame
 
 ROLE_COUNTS = dict(zip(ROLES, fields.SERVER_COUNTS, strict=True))  # role -> its count column in runs
 SLACK = 1e-9  # float noise when a scaled p95 lands exactly on its limit
@@ -129,7 +129,7 @@ def run_efficiency(
 ) -> pl.DataFrame:
     """One day's right-sizing per run and role, from its runs, run_role_stats and server_windows."""
     pairs = _held(runs).join(_observed(stats), on=["run_id", "role"], how="left")
-    seen = pl.any_horizontal(pl.col(f"p95_{r}").is_not_null() for r in RESOURCES)
+    seen = pl.any_horizontal(pl.col(f"p95_{r}").is_not_null() for r in resources())
     known = runs.filter(_workload_known(hw))
     now = _now(known, hw)
     by_model = pairs.filter(seen & pl.col("run_id").is_in(now["run_id"].implode()))
@@ -187,7 +187,7 @@ def _observed(stats: pl.DataFrame) -> pl.DataFrame:
     wide = stats.select("run_id", "role", "resource", "p95_util", "max_util").pivot(
         on="resource", index=["run_id", "role"], values=["p95_util", "max_util"]
     )
-    names = {f"{s}_util_{r}": f"{s}_{r}" for s in ("p95", "max") for r in RESOURCES}
+    names = {f"{s}_util_{r}": f"{s}_{r}" for s in ("p95", "max") for r in resources()}
     wide = wide.rename({k: v for k, v in names.items() if k in wide.columns})
     missing = [pl.lit(None, pl.Float64).alias(v) for v in names.values() if v not in wide.columns]
     return wide.with_columns(missing)
@@ -290,14 +290,15 @@ def _at_held(p: pl.DataFrame, target: float) -> pl.DataFrame:
     """Every pair at the count it holds, where no model evaluation is needed: each resource's load per
     server as now (p95 as observed) and the throughput as now."""
     after = {
-        r: pl.coalesce(
-            pl.when((pl.col("role") == role) & (pl.col(f"now_{role}_{r}_util") > 0)).then(pl.col(f"p95_{r}"))
-            for role in ROLE_COUNTS
-            if r in UTIL_RESOURCES[role]
+        r: _per_role(
+            lambda role, r=r: pl.when((pl.col("role") == role) & (pl.col(f"now_{role}_{r}_util") > 0)).then(
+                pl.col(f"p95_{r}")
+            ),
+            r,
         ).alias(f"after_{r}")
-        for r in RESOURCES
+        for r in resources()
     }
-    limits = [pl.max_horizontal(pl.lit(target), pl.col(f"p95_{r}")).alias(f"limit_{r}") for r in RESOURCES]
+    limits = [pl.max_horizontal(pl.lit(target), pl.col(f"p95_{r}")).alias(f"limit_{r}") for r in resources()]
     return (
         p.with_columns(*after.values(), *limits)
         .with_columns(_binding("after", "limit"))
@@ -318,13 +319,12 @@ def _check(
     )
     pred = predict_frame(trial, hw).sort("_pair")
     after, limit = {}, {}
-    for res in RESOURCES:
-        load = pl.coalesce(
-            pl.when((pl.col("role") == role) & (pl.col(f"now_{role}_{res}_util") > 0)).then(
-                pl.col(f"{role}_{res}_util") / pl.col(f"now_{role}_{res}_util")
-            )
-            for role in ROLE_COUNTS
-            if res in UTIL_RESOURCES[role]
+    for res in resources():
+        load = _per_role(
+            lambda role, res=res: pl.when(
+                (pl.col("role") == role) & (pl.col(f"now_{role}_{res}_util") > 0)
+            ).then(pl.col(f"{role}_{res}_util") / pl.col(f"now_{role}_{res}_util")),
+            res,
         )
         after[res] = (pl.col(f"p95_{res}") * load).alias(f"after_{res}")
         limit[res] = pl.max_horizontal(pl.lit(target), pl.col(f"p95_{res}")).alias(f"limit_{res}")
@@ -336,28 +336,35 @@ def _check(
         (thr.is_not_null() & (thr >= SATURATION * pl.col("thr_now"))).alias("thr_ok"),
         *after.values(),
         *limit.values(),
-        *[pl.col(f"p95_{r}") for r in RESOURCES],
+        *[pl.col(f"p95_{r}") for r in resources()],
     )
     util_ok = pl.all_horizontal(
         pl.col(f"after_{r}").is_null() | (pl.col(f"after_{r}") <= pl.col(f"limit_{r}") + SLACK)
-        for r in RESOURCES
+        for r in resources()
     )
     return checked.with_columns(util_ok.alias("util_ok")).with_columns(
         (pl.col("thr_ok") & pl.col("util_ok")).alias("ok"), *_binding("after", "limit")
     )
 
 
+def _per_role(expr, res: str) -> pl.Expr:
+    """``expr(role)`` for the first role the workload model predicts ``res`` for; null for a resource it
+    does not model (a contract resource such as tensor-core activity: no load to scale)."""
+    parts = [expr(role) for role in ROLE_COUNTS if res in UTIL_RESOURCES[role]]
+    return pl.coalesce(parts) if parts else pl.lit(None, pl.Float64)
+
+
 def _binding(after: str, limit: str) -> list[pl.Expr]:
     """The resource whose scaled p95 is closest to its limit, its p95 now and its scaled p95."""
     score = pl.concat_list(
-        (pl.col(f"{after}_{r}") / pl.col(f"{limit}_{r}")).fill_null(-1.0).fill_nan(-1.0) for r in RESOURCES
+        (pl.col(f"{after}_{r}") / pl.col(f"{limit}_{r}")).fill_null(-1.0).fill_nan(-1.0) for r in resources()
     )
     idx = score.list.arg_max()
-    pick = lambda prefix: pl.concat_list(pl.col(f"{prefix}_{r}") for r in RESOURCES).list.get(idx)  # noqa: E731
+    pick = lambda prefix: pl.concat_list(pl.col(f"{prefix}_{r}") for r in resources()).list.get(idx)  # noqa: E731
     found = score.list.max() >= 0
     return [
         pl.when(found)
-        .then(idx.replace_strict(dict(enumerate(RESOURCES)), return_dtype=pl.String))
+        .then(idx.replace_strict(dict(enumerate(resources())), return_dtype=pl.String))
         .alias("binding_resource"),
         pl.when(found).then(pick("p95")).alias("binding_p95_util"),
         pl.when(found).then(pick(after)).alias("p95_after_util"),
@@ -430,7 +437,7 @@ def _size_with_headroom(pairs: pl.DataFrame, target: float) -> pl.DataFrame:
     spreads = load_resources()
     n = pl.col("n_servers").cast(pl.Float64)
     needs = []
-    for res in RESOURCES:
+    for res in resources():
         roles = [r for r, rs in spreads.items() if res in rs]
         p95 = pl.when(pl.col("role").is_in(roles)).then(pl.col(f"p95_{res}"))
         needs.append(pl.when(p95 > target + SLACK).then(n).otherwise((n * p95 / target - SLACK).ceil()))
@@ -443,13 +450,13 @@ def _size_with_headroom(pairs: pl.DataFrame, target: float) -> pl.DataFrame:
             pl.when(pl.col("role").is_in([r for r, rs in spreads.items() if res in rs]))
             .then(pl.col(f"p95_{res}") * scale)
             .alias(f"after_{res}")
-            for res in RESOURCES
+            for res in resources()
         ],
-        *[pl.max_horizontal(pl.lit(target), pl.col(f"p95_{r}")).alias(f"limit_{r}") for r in RESOURCES],
+        *[pl.max_horizontal(pl.lit(target), pl.col(f"p95_{r}")).alias(f"limit_{r}") for r in resources()],
     ).with_columns(_binding("after", "limit"))
-    peak = pl.concat_list(pl.col(f"max_{r}") for r in RESOURCES).list.get(
+    peak = pl.concat_list(pl.col(f"max_{r}") for r in resources()).list.get(
         pl.col("binding_resource").replace_strict(
-            {r: i for i, r in enumerate(RESOURCES)}, return_dtype=pl.Int64
+            {r: i for i, r in enumerate(resources())}, return_dtype=pl.Int64
         )
     )
     return sized.select(

@@ -2,10 +2,11 @@
 -- Reads the registered relations `samples`, `server_windows` and `runs`. The samples are aggregated first and
 -- the run's system joined to the (few) aggregated rows; a resource's servers are those with at least one value
 -- of it, counted from server_windows (the day's scan per server) rather than by a distinct count over every
--- sample; resource names lose their `_util` suffix after aggregation.
+-- sample; resource names lose their `_util` suffix after aggregation. The resource lists come from the contract
+-- (expanded by pipelines/lib/sqlfiles.py).
 WITH long AS (
-    UNPIVOT (SELECT run_id, role, cpu_util, mem_cap_util, mem_bw_util, net_bw_util, gpu_util, gpu_mem_util FROM samples)
-    ON cpu_util, mem_cap_util, mem_bw_util, net_bw_util, gpu_util, gpu_mem_util
+    UNPIVOT (SELECT run_id, role, <<resources: {col}>> FROM samples)
+    ON <<resources: {col}>>
     INTO NAME resource VALUE util
 ),
 stats AS (
@@ -19,15 +20,13 @@ stats AS (
 ),
 per_server AS (
     SELECT run_id, role, server_id,
-           count(cpu_util) > 0 AS cpu_util, count(mem_cap_util) > 0 AS mem_cap_util,
-           count(mem_bw_util) > 0 AS mem_bw_util, count(net_bw_util) > 0 AS net_bw_util,
-           count(gpu_util) > 0 AS gpu_util, count(gpu_mem_util) > 0 AS gpu_mem_util
+           <<resources: count({col}) > 0 AS {col}>>
     FROM server_windows
     GROUP BY run_id, role, server_id
 ),
 servers AS (
     SELECT run_id, role, resource, CAST(count(*) AS INTEGER) AS n_servers
-    FROM (UNPIVOT per_server ON cpu_util, mem_cap_util, mem_bw_util, net_bw_util, gpu_util, gpu_mem_util
+    FROM (UNPIVOT per_server ON <<resources: {col}>>
           INTO NAME resource VALUE has_values)
     WHERE has_values
     GROUP BY run_id, role, resource

@@ -12,11 +12,6 @@ SELECT
     count(*) AS n_samples,
     min(ts) AS first_ts,
     max(ts) AS last_ts,
-    avg(cpu_util) AS cpu_util,
-    avg(mem_cap_util) AS mem_cap_util,
-    avg(mem_bw_util) AS mem_bw_util,
-    avg(net_bw_util) AS net_bw_util,
-    avg(gpu_util) AS gpu_util,
-    avg(gpu_mem_util) AS gpu_mem_util
+    <<resources: avg({col}) AS {col}>>
 FROM samples
 GROUP BY run_id, server_id, role, epoch_us(ts) // (CAST($window_s AS BIGINT) * 1000000)

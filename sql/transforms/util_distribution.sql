@@ -9,12 +9,12 @@ WITH sys AS (
     FROM runs
 ),
 tagged AS (
-    SELECT y.sys_id, s.role, s.cpu_util, s.mem_cap_util, s.mem_bw_util, s.net_bw_util, s.gpu_util, s.gpu_mem_util
+    SELECT y.sys_id, s.role, <<resources: s.{col}>>
     FROM samples AS s JOIN sys AS y USING (run_id)
 ),
 per_sys AS (
     SELECT sys_id, role, resource, least(CAST(floor(util * $n_bins) AS INTEGER), $n_bins - 1) AS bin, count(*) AS n
-    FROM (UNPIVOT tagged ON cpu_util, mem_cap_util, mem_bw_util, net_bw_util, gpu_util, gpu_mem_util
+    FROM (UNPIVOT tagged ON <<resources: {col}>>
           INTO NAME resource VALUE util)
     GROUP BY ALL
 ),

@@ -187,6 +187,15 @@ def build() -> dict[str, dict[int, str]]:
         "\n".join([SAMPLE_HEADER, *noisy]).encode() + b"\n",
         {**dict.fromkeys(range(2, 1002), "unknown_run"), 1002: "rejects_capped"},  # 1,000 listed, 1 summary
     )
+    add(
+        "node-exporter.prom",  # a scrape saved with timestamps (Prometheus text, milliseconds)
+        b"# TYPE node_load1 gauge\n"
+        b'node_load1{instance="n1:9100"} 0.5 1795132800000\n'  # 2: accepted (a metric_samples row)
+        b'node_load1{instance="n1:9100" 0.6 1795132860000\n'  # 3: the labels never close
+        b'node_load1{instance="n1:9100"} 0.7\n'  # 4: no timestamp (a live scrape)
+        b'node_load1{instance="n1:9100"} 0.8 946684799000\n',  # 5: 1999-12-31
+        {3: "bad_metric_line", 4: "missing_required", 5: "out_of_bounds"},
+    )
     copy = jl([run("copy-1"), run("copy-2")])
     add("runs-a-first.jsonl", copy)
     add(

@@ -16,7 +16,7 @@ def test_corpus_every_defect_named_and_every_row_reconciled(tmp_path):
     home = tmp_path / "home"
     p = run([str(BIN / "fleet"), "ingest", str(CORPUS / "landing"), "--home", str(home)])
     assert p.returncode == 0, p.stderr  # quarantining bad input is the job done, not a failure
-    assert "ingested 1 day(s): 14 files, 1,040 rows in, 6 accepted, 1,034 quarantined" in p.stdout
+    assert "ingested 1 day(s): 15 files, 1,044 rows in, 7 accepted, 1,037 quarantined" in p.stdout
     assert "quarantine entries file_truncated: 1" in p.stdout
     expected = {
         (f, int(r)): reason

@@ -19,7 +19,7 @@ def test_republish_while_an_analyst_reads(landed, hw, small_day):
         lake.write_partition(landed, "runs", "2026-11-21", lake.read_partition(landed, "runs", DAY).head(3))
         counts = publish_catalog(landed)
         assert counts["runs"] == before + 3
-        # The open session still answers, from the old catalog file over the old snapshot (the vacuum keeps it).
+        # The open session answers from the old catalog file over the old snapshot (the vacuum keeps it).
         assert analyst.execute("SELECT count(*) FROM runs").fetchone()[0] == before
         assert (
             analyst.execute("SELECT count(*) FROM utilisation_samples").fetchone()[0]

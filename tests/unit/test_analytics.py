@@ -8,8 +8,9 @@ import polars as pl
 import pytest
 
 from pipelines.lib import analytics
+from pipelines.lib.contracts import resources
 
-UTIL = ["cpu_util", "mem_cap_util", "mem_bw_util", "net_bw_util", "gpu_util", "gpu_mem_util"]
+UTIL = [f"{r}_util" for r in resources()]  # every resource of the contract
 SYSTEM = ["model_name", "platform", "placement"]
 
 
@@ -36,7 +37,8 @@ def _with_mixed_gpu_servers(runs: pl.DataFrame, samples: pl.DataFrame) -> pl.Dat
             "gpu_mem_util": [0.7, None, None, None],
         }
     )
-    return pl.concat([samples.select(extra.columns), extra.cast(samples.select(extra.columns).schema)])
+    both = pl.concat([samples.select(extra.columns), extra.cast(samples.select(extra.columns).schema)])
+    return analytics.with_resource_columns(both)
 
 
 def _long(runs: pl.DataFrame, samples: pl.DataFrame) -> pl.DataFrame:

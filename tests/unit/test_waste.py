@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipelines.lib import analytics, lake, waste
-from pipelines.lib.contracts import contract
+from pipelines.lib.contracts import contract, resources
 from pipelines.lib.paths import DataHome
 from synthetic_fleet import fields
 from synthetic_fleet.sampler import sample_day
@@ -36,10 +36,7 @@ def _windows(rows: list[tuple]) -> pl.DataFrame:
                 "n_samples": 12,
                 "first_ts": start,
                 "last_ts": start + dt.timedelta(seconds=11 * SAMPLE_S),
-                **{
-                    f"{r}_util": values.get(r)
-                    for r in ("cpu", "mem_cap", "mem_bw", "net_bw", "gpu", "gpu_mem")
-                },
+                **{f"{r}_util": values.get(r) for r in resources()},
             }
         )
     return contract("server_windows").conform(pl.DataFrame(out, infer_schema_length=None))

@@ -1,17 +1,25 @@
-"""Raw layer: one landing day -> validated Parquet (runs, utilisation_samples), quarantine, ledger and
-extra fields."""
+"""Raw layer: one landing day -> validated Parquet (runs, utilisation_samples; metric_samples and the runs and
+samples derived from them), quarantine, ledger and extra fields."""
 
 import dagster as dg
 
 from pipelines.defs.metadata import OWNERS, description, preview, spec_metadata
 from pipelines.defs.partitions import DAILY
 from pipelines.defs.resources import FleetHome
-from pipelines.lib.ingest import LANDING_TABLES, ingest_partition
+from pipelines.lib.ingest import LANDING_TABLES, METRICS, ingest_partition
 from pipelines.lib.landing import not_read, not_read_warning
 from pipelines.lib.monitoring import partition_row_counts, row_count_anomaly
 from pipelines.lib.volume import failing
 
-RAW_TABLES = ("runs", "utilisation_samples", "quarantine", "ingest_ledger", "extra_fields", "sample_volume")
+RAW_TABLES = (
+    "runs",
+    "utilisation_samples",
+    "metric_samples",
+    "quarantine",
+    "ingest_ledger",
+    "extra_fields",
+    "sample_volume",
+)
 LANDING = dg.AssetKey("landing_files")
 
 
@@ -25,7 +33,7 @@ def _spec(table: str) -> dg.AssetSpec:
         description=description(table),
         metadata=spec_metadata(table),
         tags={"layer": "raw"},
-        skippable=table in LANDING_TABLES,
+        skippable=table in (*LANDING_TABLES, METRICS),
     )
 
 
@@ -102,6 +110,8 @@ def raw_ingest(context: dg.AssetExecutionContext, fleet: FleetHome):
             meta["landing_entries_not_read"] = dg.MetadataValue.json(
                 [e.relpath for e in not_read(home)[:100]]
             )
+        if table == METRICS and result.notes:
+            meta["derivation_notes"] = dg.MetadataValue.json(result.notes)
         if table == "quarantine":
             q = result.quarantine
             by_reason = q.group_by("reason_code").len().sort("len", descending=True)

@@ -3,11 +3,20 @@
 One module per responsibility: ``day`` (the day's files, read and validated as they stream), ``readers``
 (one module per format and the registry that recognises them), ``entries`` (ledger and quarantine
 entries), ``cross_row`` (rules across rows), ``dedupe`` (nothing twice), ``staging`` (the staged files)
-and ``promote`` (checks, locks and promotion).
+and ``promote`` (checks, locks and promotion). Prometheus samples (metric_samples) are turned into runs and
+utilisation samples by ``pipelines.lib.prometheus.derive`` once the day's samples are read.
 """
 
 from pipelines.lib.ingest.cross_row import SAMPLE_KEY
-from pipelines.lib.ingest.day import LANDING_TABLES, DayIngest, ingest_day, reconciliation, table_for
+from pipelines.lib.ingest.day import (
+    LANDING_TABLES,
+    METRICS,
+    DayIngest,
+    ingest_day,
+    reconciliation,
+    table_for,
+    table_of,
+)
 from pipelines.lib.ingest.entries import MAX_REJECTS_PER_FILE
 from pipelines.lib.ingest.promote import (
     CheckOutcome,
@@ -18,6 +27,7 @@ from pipelines.lib.ingest.promote import (
 
 __all__ = [
     "LANDING_TABLES",
+    "METRICS",
     "MAX_REJECTS_PER_FILE",
     "SAMPLE_KEY",
     "CheckOutcome",
@@ -28,4 +38,5 @@ __all__ = [
     "ingest_partition",
     "reconciliation",
     "table_for",
+    "table_of",
 ]

@@ -18,6 +18,7 @@ import hashlib
 import os
 import shutil
 import threading
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,8 +44,9 @@ from pipelines.lib.ingest.entries import (
     ledger_frame,
     quarantine_frame,
     reject_frame,
+    row_rejects,
 )
-from pipelines.lib.ingest.readers import Format, detect
+from pipelines.lib.ingest.readers import FORMATS, Format, detect
 from pipelines.lib.ingest.readers.base import (
     ROW,
     FallBack,
@@ -57,15 +59,26 @@ from pipelines.lib.ingest.readers.base import (
 from pipelines.lib.ingest.staging import StagedParquet, new_staging
 from pipelines.lib.landing import LandingFile, day_files
 from pipelines.lib.paths import DataHome
+from pipelines.lib.prometheus.derive import derive_day, landing_runs
+from pipelines.lib.prometheus.mapping import load_mapping
 from pipelines.lib.volume import day_volume, run_samples, trailing_samples
+from synthetic_fleet.catalog import load_hardware
 
 LANDING_TABLES = ("runs", "utilisation_samples")
+METRICS = (
+    "metric_samples"  # what Prometheus and OpenMetrics files feed (their format says so, not their name)
+)
+HEAD_BYTES = 64  # read from a file's start to recognise its format
 HASH_FIRST_BYTES = 8 << 20  # files up to this size are hashed before reading (a duplicate is never read)
 MAX_READS = 3  # a file that changes while it is read is read again, this many times at most
 DICTIONARY = ["run_id", "server_id", "role", "day"]  # dictionary-encode the repetitive columns only
 # Samples are the lake's bulk: snappy (Parquet's and DuckDB's default) costs a third of zstd's CPU for
 # ~1.3x the bytes; the small tables keep zstd.
 SAMPLES_PARQUET = {"compression": "snappy", "use_dictionary": DICTIONARY}
+METRICS_PARQUET = {
+    "compression": "snappy",
+    "use_dictionary": ["metric", "labels", "type", "day", "source_file"],
+}
 
 
 def table_for(name: str) -> str | None:
@@ -74,6 +87,36 @@ def table_for(name: str) -> str | None:
         if name == t or name.startswith((t + ".", t + "-", t + "_")):
             return t
     return None
+
+
+def recognise(lf: LandingFile, staging: Path) -> tuple[Format | None, bool]:
+    """A landing file's format and whether it is gzipped, from its name and its first bytes (a gzipped
+    file from its decompressed start); (None, gz) when unknown or unreadable."""
+    named = table_for(lf.path.name)
+    try:
+        with open(lf.path, "rb") as fh:
+            head = fh.read(HEAD_BYTES)
+        if head[:2] == b"\x1f\x8b":
+            with Source(lf.path, lf.relpath, True, staging).open() as s:
+                inner = s.read(HEAD_BYTES)
+            fmt, _ = detect(lf.path.name.removesuffix(".gz"), inner, named)
+            return fmt, True
+    except (OSError, FileProblem):
+        return None, False
+    return detect(lf.path.name, head, named)
+
+
+def table_of(lf: LandingFile, staging: Path) -> str | None:
+    """The contract a landing file feeds: its format's (Prometheus exports: metric_samples), else its
+    name's (``<table>[-anything].<ext>``). A file with a problem (a FIFO, a link out of landing) and one
+    whose name gives its table in a format of no fixed table is never opened here."""
+    named = table_for(lf.path.name)
+    base = lf.path.name.removesuffix(".gz")
+    fixed = [s for f in FORMATS if f.table for s in f.suffixes]
+    if lf.problem or (named is not None and not base.endswith(tuple(fixed))):
+        return named
+    fmt, _ = recognise(lf, staging)
+    return fmt.table if fmt is not None and fmt.table else table_for(lf.path.name)
 
 
 class Inconsistent(Exception):
@@ -87,6 +130,8 @@ class FileState:
     lf: LandingFile
     order: int
     entry: FileEntry
+    table: str | None = None  # the contract it feeds (its format's or its name's)
+    derived_from: FileState | None = None  # rows derived from this landing file's samples (no ledger row)
     accepted: int = 0
     rejects: RejectLog = field(default_factory=RejectLog)
     row_groups: list[int] = field(default_factory=list)  # staged samples' row groups of this file
@@ -124,6 +169,9 @@ class DayIngest:
     extra_fields_path: Path | None
     extra_fields_rows: int
     sample_volume: pl.DataFrame
+    metric_samples_path: Path | None = None  # the day's Prometheus samples (staged)
+    metric_samples_rows: int = 0
+    notes: list[str] = field(default_factory=list)  # what the Prometheus derivation left out
     landing_files: frozenset[str] = frozenset()  # the day's landing files as listed when reading began
     prior_files: frozenset[str] = frozenset()  # other days' accepted file hashes, as read at the start
     prior_runs: frozenset[str] = frozenset()  # other days' run ids, as read at the start
@@ -134,6 +182,13 @@ class DayIngest:
         if self.samples_path is None:
             return contract("utilisation_samples").empty_frame()
         return pl.read_parquet(self.samples_path)
+
+    @property
+    def metric_samples(self) -> pl.DataFrame:
+        """The staged Prometheus samples (reads them whole: for tests and small days)."""
+        if self.metric_samples_path is None:
+            return contract(METRICS).empty_frame()
+        return pl.read_parquet(self.metric_samples_path)
 
     @property
     def extra_fields(self) -> pl.DataFrame:
@@ -149,6 +204,7 @@ class DayIngest:
             "ingest_ledger": self.ingest_ledger.height,
             "extra_fields": self.extra_fields_rows,
             "sample_volume": self.sample_volume.height,
+            METRICS: self.metric_samples_rows,
         }
 
     def frames(self) -> dict[str, pl.DataFrame]:
@@ -160,6 +216,7 @@ class DayIngest:
             "ingest_ledger": self.ingest_ledger,
             "extra_fields": self.extra_fields,
             "sample_volume": self.sample_volume,
+            METRICS: self.metric_samples,
         }
 
     def discard(self) -> None:
@@ -229,23 +286,29 @@ class Day:
         self.group_sizes: list[int] = []
         self.extras = StagedParquet(staging / "extra_fields.parquet", contract("extra_fields").arrow_schema())
         self.dead_samples: set[int] = set()  # staged row groups dropped (a file's fault or a fallback)
+        self.metrics = StagedParquet(
+            staging / "metric_samples.parquet", contract(METRICS).arrow_schema(), **METRICS_PARQUET
+        )
+        self.dead_metrics: set[int] = set()
+        self.derived: dict[tuple[str, str], FileState] = {}  # (landing file, table) -> its derived rows
+        self.notes: list[str] = []  # what the Prometheus derivation left out
         self.dead_extras: set[int] = set()
         self.profile = ConformanceProfile(contract("utilisation_samples"))
 
     # -- files
 
-    def new_file(self, lf: LandingFile, order: int) -> FileState:
-        f = FileState(lf=lf, order=order, entry=self._entry(lf))
+    def new_file(self, lf: LandingFile, order: int, table: str | None) -> FileState:
+        f = FileState(lf=lf, order=order, entry=self._entry(lf, table), table=table)
         self.files.append(f)
         return f
 
-    def _entry(self, lf: LandingFile) -> FileEntry:
+    def _entry(self, lf: LandingFile, table: str | None) -> FileEntry:
         return FileEntry(
             day=self.day_date,
             source=lf.source,
             source_file=lf.relpath,
             size_bytes=lf.signature[1],
-            table_name=table_for(lf.path.name),
+            table_name=table,
             ingested_at=self.now,
         )
 
@@ -262,7 +325,7 @@ class Day:
         f.accepted = 0
         f.rejects = RejectLog()
         f.run_extras = []
-        self.dead_samples.update(f.row_groups)
+        (self.dead_metrics if f.table == METRICS else self.dead_samples).update(f.row_groups)
         self.dead_extras.update(f.extra_groups)
         f.row_groups, f.extra_groups = [], []
         self.runs_parts = [p for p in self.runs_parts if not p.height or p[ORDER][0] != f.order]
@@ -277,7 +340,8 @@ class Day:
                 f,
                 "file_unknown_table",
                 f"{lf.relpath}: cannot tell which table this is; name it "
-                + " or ".join(t + "[-suffix].<ext>" for t in LANDING_TABLES),
+                + " or ".join(t + "[-suffix].<ext>" for t in LANDING_TABLES)
+                + " (Prometheus exports: .om or .prom text, or an API response)",
             )
             return
         for _ in range(MAX_READS):
@@ -288,7 +352,7 @@ class Day:
             if _stamp(lf.path) == stamp:
                 break
             self.drop_rows(f)
-            f.entry, f.info = self._entry(lf), FileInfo()
+            f.entry, f.info = self._entry(lf, f.table), FileInfo()
         else:
             self.file_problem(
                 f,
@@ -304,7 +368,7 @@ class Day:
         lf = f.lf
         try:
             with open(lf.path, "rb") as fh:
-                head = fh.read(8)
+                head = fh.read(HEAD_BYTES)
                 size = os.fstat(fh.fileno()).st_size
         except OSError as exc:
             self.file_problem(f, "file_unreadable", f"{lf.relpath}: cannot be read ({exc.strerror})")
@@ -364,17 +428,19 @@ class Day:
 
     def _read(self, f: FileState, c: Contract, head: bytes) -> None:
         lf = f.lf
-        fmt, gz = detect(lf.path.name, head)
-        if gz and fmt is None:
+        named = table_for(lf.path.name)
+        fmt, gz = detect(lf.path.name, head, named)
+        if gz:  # the decompressed start decides (a gzipped API response may be named .json.gz)
             with Source(lf.path, lf.relpath, True, self.staging).open() as s:
-                inner = s.read(8)
+                inner = s.read(HEAD_BYTES)
             if not inner:
                 raise FileProblem("file_empty", f"{lf.relpath}: the file is empty once decompressed")
-            fmt, _ = detect(lf.path.name.removesuffix(".gz"), inner)
-        if fmt is None:
+            fmt, _ = detect(lf.path.name.removesuffix(".gz"), inner, named)
+        if fmt is None or (fmt.table or c.name) != c.name:
             raise FileProblem(
                 "file_unknown_format",
-                f"{lf.relpath}: unknown format; name it .jsonl, .csv or .parquet (optionally .gz)",
+                f"{lf.relpath}: unknown format; name it .jsonl, .csv or .parquet (optionally .gz), "
+                "or .om / .prom for Prometheus text",
             )
         f.fmt, f.src = fmt, Source(lf.path, lf.relpath, gz, self.staging)
         f.entry.format = fmt.name
@@ -413,6 +479,9 @@ class Day:
         dropped = v.rejected[ROW]
         if v.rejected.height:
             f.rejects.add(reject_frame(v.rejected, judge=not b.exact))
+        if c.name == METRICS:
+            self._write_metrics(f, v.accepted)
+            return
         if c.name == "runs":
             self.runs_parts.append(
                 v.accepted.with_columns(
@@ -427,6 +496,150 @@ class Day:
         if b.extras is not None and b.extras.height:
             gone = pl.concat([dropped, crossed]) if crossed.len() else dropped
             self._stage_extras(f, b.extras.filter(~pl.col(ROW).is_in(gone.implode())))
+
+    # -- Prometheus samples (streamed; runs and utilisation samples are derived from them once all are read)
+
+    def _write_metrics(self, f: FileState, acc: pl.DataFrame) -> None:
+        if not acc.height:
+            return
+        c = contract(METRICS)
+        rows = acc.with_columns(
+            pl.lit(self.day_date).alias("day"),
+            pl.lit(f.lf.relpath).alias("source_file"),
+            pl.col(ROW).alias("row_number"),
+        ).select(c.column_names)
+        table = rows.to_arrow().cast(self.metrics.schema)
+        _text_guard(table, f.lf.relpath)
+        f.row_groups.append(self.metrics.write(table))
+        f.accepted += acc.height
+
+    # -- Prometheus: the day's samples settled, then runs and utilisation samples derived from them
+
+    def settle_metrics(self) -> Path | None:
+        """The staged Prometheus samples less dropped row groups and repeated samples (the same series at
+        the same time delivered again: the first delivery is kept, the others are duplicate_key)."""
+        path = self.metrics.close()
+        if path is None:
+            return None
+        if self.dead_metrics:
+            path = self._rewrite_metrics(path, None)
+            if path is None:
+                return None
+        order = {f.lf.relpath: f.order for f in self.files if f.derived_from is None}
+        repeats = dedupe.metric_repeats(path, order, self.staging / "spill")
+        if not repeats.height:
+            return path
+        by_file = {f.lf.relpath: f for f in self.files if f.table == METRICS}
+        cols = [c.name for c in contract(METRICS).landing_columns]
+        for (rel,), part in repeats.group_by("source_file"):
+            f = by_file[rel]
+            rows = part.rename({"row_number": ROW})
+            message = pl.format(
+                "sample {}{} at {} was already delivered in {}; the first delivery is kept",
+                "metric",
+                "labels",
+                pl.col("ts").dt.to_string(TS_OUT),
+                "kept_in",
+            )
+            f.rejects.add(
+                reject_frame(row_rejects(rows, "duplicate_key", "ts", message, cols, from_lines=False))
+            )
+            f.accepted -= rows.height
+        return self._rewrite_metrics(path, repeats.select("source_file", "row_number"))
+
+    def _rewrite_metrics(self, src: Path, drop: pl.DataFrame | None) -> Path | None:
+        """The staged samples without dead row groups and the rows in ``drop`` (rare: faults, repeats)."""
+        out = StagedParquet(
+            self.staging / f"metric_samples.{uuid.uuid4().hex[:8]}.parquet",
+            self.metrics.schema,
+            **METRICS_PARQUET,
+        )
+        pf = pq.ParquetFile(src)
+        for rg in range(pf.num_row_groups):
+            if rg in self.dead_metrics:
+                continue
+            t = pf.read_row_group(rg)
+            if drop is not None and drop.height:
+                t = pl.from_arrow(t).join(drop, on=["source_file", "row_number"], how="anti").to_arrow()
+            if t.num_rows:
+                out.write(t.cast(self.metrics.schema))
+        self.dead_metrics = set()
+        src.unlink(missing_ok=True)
+        self.metrics = out
+        return out.close()
+
+    def derive(self) -> None:
+        """Runs and utilisation samples from the day's Prometheus samples (then the day's runs are settled,
+        derived ones among them, and the derived samples validated and staged like any file's)."""
+        path = self.settle_metrics()
+        if path is None:
+            self.settle_runs()
+            return
+        hw = load_hardware(self.home.user_catalog_dir / "hardware.yaml")
+        mapping = load_mapping(self.home, frozenset(hw.platforms))
+        derived = derive_day(path, self.day, mapping, hw, self.staging)
+        self.notes = derived.notes
+        self._derived_runs(landing_runs(derived))
+        self.settle_runs()
+        if derived.samples_path is not None:
+            self._derived_samples(derived.samples_path)
+
+    def _derived_for(self, rel: str, table: str) -> FileState:
+        """The rows of ``table`` derived from landing file ``rel``: quarantined under it, in no ledger row."""
+        key = (rel, table)
+        if key not in self.derived:
+            origin = next(f for f in self.files if f.lf.relpath == rel and f.derived_from is None)
+            pseudo = FileState(
+                lf=origin.lf,
+                order=len(self.files),
+                entry=self._entry(origin.lf, table),
+                table=table,
+                derived_from=origin,
+            )
+            self.files.append(pseudo)
+            self.derived[key] = pseudo
+        return self.derived[key]
+
+    def _derived_rejects(self, f: FileState, rejected: pl.DataFrame) -> None:
+        f.rejects.add(
+            reject_frame(
+                rejected.with_columns(
+                    pl.concat_str(pl.lit("derived from Prometheus samples: "), "message").alias("message")
+                )
+            )
+        )
+
+    def _derived_runs(self, runs: pl.DataFrame) -> None:
+        c = contract("runs")
+        for (rel,), part in runs.group_by("anchor_file", maintain_order=True):
+            f = self._derived_for(rel, "runs")
+            v = validate_rows(
+                part.rename({"anchor_row": ROW}).drop("anchor_file"), c, carry=(ROW,), allowed=self.allowed
+            )
+            if v.rejected.height:
+                self._derived_rejects(f, v.rejected)
+            self.runs_parts.append(
+                v.accepted.with_columns(pl.lit(rel).alias(FILE), pl.lit(f.order, pl.Int32).alias(ORDER))
+            )
+            f.accepted += v.accepted.height
+
+    def _derived_samples(self, path: Path) -> None:
+        c = contract("utilisation_samples")
+        names = [x.name for x in c.landing_columns]
+        pf = pq.ParquetFile(path)
+        for rg in range(pf.num_row_groups):
+            batch = pl.from_arrow(pf.read_row_group(rg, columns=[*names, "anchor_file", "anchor_row"]))
+            for (rel,), part in batch.group_by("anchor_file", maintain_order=True):
+                f = self._derived_for(rel, "utilisation_samples")
+                v = validate_rows(
+                    part.rename({"anchor_row": ROW}).drop("anchor_file"),
+                    c,
+                    carry=(ROW,),
+                    allowed=self.allowed,
+                )
+                if v.rejected.height:
+                    self._derived_rejects(f, v.rejected)
+                self._write_samples(f, v.accepted, exact=True)
 
     # -- samples (streamed)
 
@@ -697,7 +910,7 @@ class Day:
         )
 
     def ledger(self) -> pl.DataFrame:
-        return ledger_frame([(f.entry, *f.counts()) for f in self.files])
+        return ledger_frame([(f.entry, *f.counts()) for f in self.files if f.derived_from is None])
 
 
 def _text_guard(table: pa.Table, rel: str) -> None:
@@ -728,17 +941,20 @@ def ingest_day(
     staging = staging or new_staging(home, day)
     state = Day(home, day, platforms, staging, now or dt.datetime.now(dt.UTC))
     files = day_files(home, day)
-    runs_first = sorted(range(len(files)), key=lambda i: (table_for(files[i].path.name) != "runs", i))
-    made = {i: state.new_file(files[i], i) for i in range(len(files))}
-    settled = False
-    for i in runs_first:
+    tables = [table_of(lf, staging) for lf in files]
+    # runs first, then Prometheus samples (runs are derived from them), then utilisation samples
+    rank = {"runs": 0, METRICS: 1}
+    order = sorted(range(len(files)), key=lambda i: (rank.get(tables[i], 2), i))
+    made = {i: state.new_file(files[i], i, tables[i]) for i in range(len(files))}
+    derived = False
+    for i in order:
         f = made[i]
-        if not settled and f.entry.table_name != "runs":
-            state.settle_runs()
-            settled = True
+        if not derived and rank.get(f.table, 2) == 2:
+            state.derive()  # settles the runs too
+            derived = True
         state.ingest_file(f)
-    if not settled:
-        state.settle_runs()
+    if not derived:
+        state.derive()
     state.stage_run_extras()
     duplicated = state.settle_samples()
     extras_path = state.extras.close()
@@ -748,6 +964,7 @@ def ingest_day(
         ).sort("run_id")
     )
     samples_path = state.samples.path if state.samples.groups else None
+    metrics_path = state.metrics.close()
     volume = day_volume(day, run_samples(runs, samples_path), trailing_samples(home, day))
     return DayIngest(
         day=day,
@@ -762,6 +979,9 @@ def ingest_day(
         extra_fields_path=extras_path,
         extra_fields_rows=state.extras.rows,
         sample_volume=volume,
+        metric_samples_path=metrics_path,
+        metric_samples_rows=state.metrics.rows,
+        notes=state.notes,
         landing_files=frozenset(lf.relpath for lf in files),
         prior_files=frozenset(state.prior.files),
         prior_runs=frozenset(state.prior.runs),

@@ -88,6 +88,26 @@ def key_clashes(hashes_path: Path, dead_ranges: list[list[int]], spill: Path) ->
         con.close()
 
 
+def metric_repeats(metrics_path: Path, file_order: dict[str, int], spill: Path) -> pl.DataFrame:
+    """Prometheus samples repeated within the day (same series, same ts), every copy after the first
+    delivery, with ``kept_in`` (out of core, in DuckDB)."""
+    con = duckdb.connect(config={"memory_limit": "512MB", "temp_directory": str(spill)})
+    try:
+        con.execute("SET enable_progress_bar = false")
+        con.register(
+            "file_order",
+            pl.DataFrame(
+                {"source_file": list(file_order), "ord": list(file_order.values())},
+                schema={"source_file": pl.String, "ord": pl.Int64},
+            ),
+        )
+        return con.sql(
+            sql_text("transforms/metric_sample_repeats.sql"), params={"path": str(metrics_path)}
+        ).pl()
+    finally:
+        con.close()
+
+
 def exact_duplicates(samples_path: Path, clash: pl.DataFrame) -> pl.DataFrame:
     """The rows whose key hashes clash (``clash``: rg, off, pos, ord, row), read back and compared exactly:
     ``repeat`` marks every row that repeats an earlier delivery's key (staged order is delivery order),

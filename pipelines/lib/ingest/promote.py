@@ -13,7 +13,7 @@ import polars as pl
 from pipelines.lib import lake
 from pipelines.lib.contracts import conformance_violations, contract, key_duplicates
 from pipelines.lib.ingest.cross_row import SAMPLE_KEY
-from pipelines.lib.ingest.day import DayIngest, ingest_day, reconciliation
+from pipelines.lib.ingest.day import METRICS, DayIngest, ingest_day, reconciliation
 from pipelines.lib.ingest.dedupe import read_prior
 from pipelines.lib.landing import day_files
 from pipelines.lib.paths import DataHome
@@ -137,11 +137,13 @@ def _promote(home: DataHome, day: str, result: DayIngest) -> PartitionOutcome:
         if promote:
             lake.write_partition(home, "runs", day, result.runs)
             lake.promote_partition(home, "utilisation_samples", day, result.samples_path)
-            written += ["runs", "utilisation_samples"]
+            lake.promote_partition(home, METRICS, day, result.metric_samples_path)
+            written += ["runs", "utilisation_samples", METRICS]
         lake.write_partition(home, "ingest_ledger", day, result.ingest_ledger)
         written.append("ingest_ledger")
     finally:
         result.discard()
-    result.samples_path = result.extra_fields_path = None  # published: read them from the lake
+    # published: read them from the lake
+    result.samples_path = result.metric_samples_path = result.extra_fields_path = None
     where = {t: lake.store(home).table_uri(t) for t in written}
     return PartitionOutcome(day=day, result=result, checks=checks, promoted=promote, written=where)
