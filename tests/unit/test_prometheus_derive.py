@@ -12,6 +12,7 @@ import shutil
 import polars as pl
 import pytest
 
+from pipelines.lib import lake
 from pipelines.lib.ingest import ingest_partition, reconciliation
 from pipelines.lib.paths import DataHome
 from pipelines.lib.prometheus.mapping import MappingError, build, ksm_label
@@ -28,6 +29,13 @@ def cluster(tmp_path_factory, hw):
     (home.user_catalog_dir / "prometheus.yaml").write_text(pf.mapping_yaml())
     outcome = ingest_partition(home, pf.DAY, hw.platforms.keys())
     return home, outcome
+
+
+@pytest.fixture(scope="module")
+def samples(cluster) -> pl.DataFrame:
+    """The day's utilisation samples as promoted to the lake."""
+    home, _ = cluster
+    return lake.read_partition(home, "utilisation_samples", pf.DAY)
 
 
 def _at(h, m=0):
@@ -68,9 +76,8 @@ def test_runs_have_their_jobs_windows_roles_statuses_and_platforms(cluster):
     assert "['sidecar']" in notes and "on two nodes" in notes and "unknown NIC speed" in notes
 
 
-def test_samples_follow_the_grid_of_their_job(cluster):
-    _, outcome = cluster
-    s = outcome.result.utilisation_samples
+def test_samples_follow_the_grid_of_their_job(samples):
+    s = samples
     master = _pod(s, "ctr-a-master-0")
     assert master["ts"].to_list() == [_at(1) + dt.timedelta(minutes=k) for k in range(60)]
     assert master["cpu_util"].to_list() == pytest.approx([0.8] * 60, abs=1e-9)
@@ -80,34 +87,30 @@ def test_samples_follow_the_grid_of_their_job(cluster):
     assert s.filter(pl.col("server_id") != "ctr-a-master-0")["mem_bw_util"].null_count() == s.height - 60
 
 
-def test_a_counter_reset_gives_no_negative_or_halved_rate(cluster):
-    _, outcome = cluster
-    w1 = _pod(outcome.result.utilisation_samples, "ctr-a-worker-1")
+def test_a_counter_reset_gives_no_negative_or_halved_rate(samples):
+    w1 = _pod(samples, "ctr-a-worker-1")
     before_move = w1.filter(pl.col("ts") < _at(1, 40))
     assert before_move.height == 40  # across the reset at 01:30, every interval
     assert before_move["cpu_util"].to_list() == pytest.approx([0.7] * 40, abs=1e-9)
 
 
-def test_a_gap_stays_a_gap(cluster):
-    _, outcome = cluster
-    w0 = _pod(outcome.result.utilisation_samples, "ctr-a-worker-0")
+def test_a_gap_stays_a_gap(samples):
+    w0 = _pod(samples, "ctr-a-worker-0")
     minutes = {t.minute for t in w0.filter(pl.col("ts").dt.hour() == 1)["ts"]}
     assert minutes == set(range(60)) - set(range(20, 30))  # node_exporter missed 01:20-01:30
     assert w0["cpu_util"].to_list() == pytest.approx([0.6] * 50, abs=1e-9)  # no flat line, no dip
 
 
-def test_a_pod_restarted_on_another_node_is_followed_there(cluster):
-    _, outcome = cluster
-    w1 = _pod(outcome.result.utilisation_samples, "ctr-a-worker-1")
+def test_a_pod_restarted_on_another_node_is_followed_there(samples):
+    w1 = _pod(samples, "ctr-a-worker-1")
     assert w1.height == 59  # the interval in which it was seen on both nodes has no sample
     assert _at(1, 40) not in w1["ts"].to_list()
     after = w1.filter(pl.col("ts") > _at(1, 40))
     assert after["cpu_util"].to_list() == pytest.approx([0.5] * 19, abs=1e-9)  # cpu-4's load
 
 
-def test_network_counts_real_nics_against_their_speed_or_the_platforms(cluster):
-    _, outcome = cluster
-    s = outcome.result.utilisation_samples
+def test_network_counts_real_nics_against_their_speed_or_the_platforms(samples):
+    s = samples
     ps = _pod(s, "ctr-a-ps-0")
     assert ps["net_bw_util"].to_list() == pytest.approx([0.25] * 60)  # lo and veth not counted
     # cpu-2's NIC reads -125000: the catalog's cpu NIC (3.125 GB/s) is the capacity
@@ -115,9 +118,8 @@ def test_network_counts_real_nics_against_their_speed_or_the_platforms(cluster):
     assert w0["net_bw_util"].to_list() == pytest.approx([0.1 * pf.NIC_10G / 3.125e9] * 50)
 
 
-def test_gpus_by_pod_or_by_node_never_by_the_exporters_hostname(cluster, hw):
-    _, outcome = cluster
-    s = outcome.result.utilisation_samples
+def test_gpus_by_pod_or_by_node_never_by_the_exporters_hostname(samples, hw):
+    s = samples
     master = _pod(s, "gpu-b-master-0")
     assert master.height == 30
     # two GPUs, one labelled UUID and one uuid: both counted

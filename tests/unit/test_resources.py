@@ -9,6 +9,7 @@ resource column to a copy of the contracts and follows it through ingest, the an
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import shutil
@@ -143,7 +144,7 @@ def test_the_reports_gpu_view_shows_every_gpu_resource_reported():
     from dashboards import charts, report
 
     rows = [
-        ("sample", role, res, "M1prod", platform, "remote_ps", b, 5)
+        (dt.date(2026, 11, 20), "sample", role, res, "M1prod", platform, "remote_ps", b, 5)
         for platform, role, res in (
             ("big_basin", "trainer", "gpu"),
             ("big_basin", "trainer", "gpu_tensor"),
@@ -155,7 +156,7 @@ def test_the_reports_gpu_view_shows_every_gpu_resource_reported():
     ]
     dist = pl.DataFrame(
         rows,
-        schema=["statistic", "role", "resource", "model_name", "platform", "placement", "bin", "n"],
+        schema=["day", "statistic", "role", "resource", "model_name", "platform", "placement", "bin", "n"],
         orient="row",
     )
     assert report.gpu_platforms(dist) == ("big_basin",)
