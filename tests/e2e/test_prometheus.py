@@ -175,15 +175,13 @@ def _distributions(home: DataHome) -> dict:
     windows = analytics.server_windows(samples, ROUND_TRIP_DAY)
     stats = analytics.run_role_stats(runs, samples, ROUND_TRIP_DAY, windows)
     dist = analytics.util_distribution(runs, samples, stats, ROUND_TRIP_DAY)
-    path = lake.write_partition(home, "util_distribution", ROUND_TRIP_DAY, dist)
-    summary, tvp = analytics.merged_summaries([str(path)])
+    lake.write_partition(home, "util_distribution", ROUND_TRIP_DAY, dist)
+    summary, tvp = analytics.merged_summaries(analytics.table_relation(home, "util_distribution"))
     overall = (pl.col("model_name") == "*") & (pl.col("platform") == "*")
     hist = analytics.server_count_hist(runs, ROUND_TRIP_DAY)
     return {
         "runs": runs.height,
-        "samples": samples.height
-        if isinstance(samples, pl.DataFrame)
-        else pl.scan_parquet(samples).select(pl.len()).collect().item(),
+        "samples": lake.store(home).row_counts("utilisation_samples").get(ROUND_TRIP_DAY, 0),
         "medians": summary.filter(overall & (pl.col("statistic") == "sample")).select(
             "role", "resource", "p50_util"
         ),
