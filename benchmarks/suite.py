@@ -352,6 +352,7 @@ def side_night_assets(args: dict) -> dict:
     import dagster as dg
 
     from pipelines.definitions import build_defs
+    from pipelines.defs.partitions import add_days
     from pipelines.lib.paths import DataHome
     from pipelines.orchestrate import JOB, ensure_instance, run_config
 
@@ -360,7 +361,8 @@ def side_night_assets(args: dict) -> dict:
         os.environ["DAGSTER_HOME"] = str(home.dagster_home)
         start = time.perf_counter()
         instance = ensure_instance(home)
-        defs = build_defs(home, start=min(args["days"]))
+        defs = build_defs()
+        add_days(instance, args["days"])
         graph = defs.resolve_asset_graph()
         left_out = {dg.AssetKey(k) for k in args["without"]}
         keys = [k for k in graph.get_all_asset_keys() if graph.get(k).is_materializable and k not in left_out]

@@ -3,7 +3,6 @@ assets; each as a run of the `nightly` job (with its partition), so the UI shows
 
 from __future__ import annotations
 
-import datetime as dt
 import functools
 import multiprocessing
 import os
@@ -19,7 +18,7 @@ from dataclasses import dataclass, field
 import dagster as dg
 from dagster._utils.interrupts import check_captured_interrupt  # Dagster keeps a signal it captured here
 
-from pipelines.defs.partitions import partitions_start
+from pipelines.defs.partitions import add_days, split_complete
 from pipelines.lib import cache, lake
 from pipelines.lib.landing import inventory, landing_days
 from pipelines.lib.paths import INSTANCE_TEMPLATE, DataHome
@@ -99,7 +98,7 @@ def _unchanged(home: DataHome, instance: dg.DagsterInstance, inputs: dict[str, s
 
 def _merge_inputs(home: DataHome) -> str:
     """What a merge run reads: every landing day's inputs and the code (the report's too)."""
-    every_day = day_inputs(home, _covered(landing_days(home))[0])
+    every_day = day_inputs(home, split_complete(landing_days(home))[0])
     return cache.key(cache.code_version(*DAY_CODE, "dashboards"), *sorted(every_day.values()))
 
 
@@ -126,11 +125,10 @@ def ensure_instance(home: DataHome) -> dg.DagsterInstance:
     return dg.DagsterInstance.get()
 
 
-def _graph(home: DataHome, first_day: str) -> tuple[dg.JobDefinition, list[dg.AssetKey], list[dg.AssetKey]]:
+def _graph() -> tuple[dg.JobDefinition, list[dg.AssetKey], list[dg.AssetKey]]:
     from pipelines.definitions import build_defs
 
-    # The partitions cover every day asked for, even one before the configured start.
-    d = build_defs(home, start=min(first_day, partitions_start(home)))
+    d = build_defs()
     graph = d.resolve_asset_graph()
     daily, merged = [], []
     for key in graph.get_all_asset_keys():
@@ -142,19 +140,17 @@ def _graph(home: DataHome, first_day: str) -> tuple[dg.JobDefinition, list[dg.As
 
 
 @functools.cache
-def _worker_graph(home: DataHome, first_day: str) -> tuple[dg.JobDefinition, list[dg.AssetKey]]:
-    job, daily, _ = _graph(home, first_day)
+def _worker_graph() -> tuple[dg.JobDefinition, list[dg.AssetKey]]:
+    job, daily, _ = _graph()
     return job, daily
 
 
-def _run_day(
-    home: DataHome, first_day: str, day: str, tags: dict[str, str]
-) -> tuple[str, str, float, list[str]]:
+def _run_day(home: DataHome, day: str, tags: dict[str, str]) -> tuple[str, str, float, list[str]]:
     """One day's daily assets as one run of the nightly job (in this process or a worker process); the
     day, the run, its seconds and the checks that did not pass."""
     start = time.perf_counter()
     instance = ensure_instance(home)
-    job, daily = _worker_graph(home, first_day)
+    job, daily = _worker_graph()
     res = job.execute_in_process(
         asset_selection=daily, partition_key=day, instance=instance, tags=tags, run_config=run_config(home)
     )
@@ -164,12 +160,6 @@ def _run_day(
         if not e.passed
     ]
     return day, res.run_id, time.perf_counter() - start, failed
-
-
-def _covered(days: Sequence[str]) -> tuple[list[str], list[str]]:
-    """(days that are daily partitions, days that are not yet: today or later, whose day is not over)."""
-    last = (dt.datetime.now(dt.UTC).date() - dt.timedelta(days=1)).isoformat()
-    return [d for d in days if d <= last], [d for d in days if d > last]
 
 
 def run_pipeline(
@@ -214,13 +204,15 @@ def _run_all(
     dead = fail_dead_runs(instance)
     if dead:
         progress(f"  marked {len(dead)} run(s) of a killed earlier process failed: {', '.join(dead)}")
-    days, early = _covered(sorted(days))
+    days, early = split_complete(days)
     if early:
         progress(
-            f"  skipped {', '.join(early)}: not over yet (UTC), so not a daily partition; run it tomorrow"
+            f"  skipped {', '.join(early)}: not over yet (UTC), so not a day partition yet; run it tomorrow"
         )
-    first = min(days) if days else partitions_start(home)
-    job, daily, merged = _graph(home, first)
+    added = add_days(instance, days)
+    if added:
+        progress(f"  added {len(added)} landed day(s) as partitions ({added[0]} .. {added[-1]})")
+    job, daily, merged = _graph()
     tags = {"fleet/trigger": "cli", WORKER_TAG: this_worker()}
     inputs = day_inputs(home, days)
     unchanged = {} if force else _unchanged(home, instance, inputs)
@@ -253,12 +245,12 @@ def _run_all(
     if workers > 1 and len(todo) > 1:
         ctx = multiprocessing.get_context("spawn")  # no fork of a process with DuckDB and polars threads
         with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=ctx) as pool:
-            futures = [pool.submit(_run_day, home, first, d, day_tags(d)) for d in todo]
+            futures = [pool.submit(_run_day, home, d, day_tags(d)) for d in todo]
             for fut in as_completed(futures):
                 done(*fut.result())
     else:
         for day in todo:
-            done(*_run_day(home, first, day, day_tags(day)))
+            done(*_run_day(home, day, day_tags(day)))
     merge_key = _merge_inputs(home)
     before = None if force or todo else _done_before(instance, MERGE_INPUTS, merge_key)
     if before:
@@ -277,7 +269,7 @@ def _run_all(
         )
     t = time.perf_counter()
     progress(f"  merging {len(days)} day(s) of partials, rebuilding the analyst catalog and the report ...")
-    last = days[-1] if days else _last_partition(home, first)
+    last = days[-1] if days else _last_partition(home, instance)
     wait_for_pool(instance, WAREHOUSE_POOL, progress)
     run_id = str(uuid.uuid4())
     with _PoolWatch(instance, WAREHOUSE_POOL, run_id):
@@ -368,6 +360,10 @@ class _PoolWatch:
         os._exit(code)
 
 
-def _last_partition(home: DataHome, first: str) -> str:
-    landed, _ = _covered(landing_days(home))
-    return landed[-1] if landed else first
+def _last_partition(home: DataHome, instance: dg.DagsterInstance) -> str | None:
+    """The last landed day that is over (made a partition), or None if nothing landed."""
+    landed, _ = split_complete(landing_days(home))
+    if not landed:
+        return None
+    add_days(instance, landed[-1:])
+    return landed[-1]

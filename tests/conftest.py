@@ -18,8 +18,6 @@ from synthetic_fleet.writers import write_day
 DAY = "2026-11-20"
 
 os.environ.setdefault("DAGSTER_DISABLE_TELEMETRY", "1")
-# The tests' days (2026-11-20, ...) are partitions whatever the data home's landing folder holds.
-os.environ.setdefault("FLEET_PARTITIONS_START", "2020-01-01")
 # The per-user cache (the report's JavaScript bundle) starts empty and is shared by this session only.
 _USER_CACHE = tempfile.mkdtemp(prefix="fleet-test-cache-")
 os.environ["XDG_CACHE_HOME"] = _USER_CACHE

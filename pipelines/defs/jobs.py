@@ -1,9 +1,8 @@
 """The nightly job over the whole graph and its schedule (02:00 UTC, the previous day's partition)."""
 
-import datetime as dt
-
 import dagster as dg
 
+from pipelines.defs.partitions import add_days, last_complete_day
 from pipelines.defs.resources import FleetHome
 from pipelines.lib.monitoring import landing_inventory
 from pipelines.runs import day_handled_since
@@ -21,13 +20,12 @@ nightly = dg.define_asset_job(
     cron_schedule="0 2 * * *",
     execution_timezone="UTC",
     default_status=dg.DefaultScheduleStatus.RUNNING,
-    description="02:00 UTC: the previous day's partition, unless it has no landing files or the landing "
-    "sensor already queued or ingested it since its files last changed. The tick says which day it targets.",
+    description="02:00 UTC: the previous day's partition (added when its files landed), unless it has no "
+    "landing files or the landing sensor already queued or ingested it since its files last changed. The "
+    "tick says which day it targets.",
 )
 def nightly_schedule(context: dg.ScheduleEvaluationContext, fleet: FleetHome):
-    day = (context.scheduled_execution_time.astimezone(dt.UTC).date() - dt.timedelta(days=1)).isoformat()
-    if day not in context.repository_def.get_job(nightly.name).partitions_def.get_partition_keys():
-        return dg.SkipReason(f"{day} is before the first daily partition (see FLEET_PARTITIONS_START)")
+    day = last_complete_day(context.scheduled_execution_time)
     signatures = [
         sig for rel, sig in landing_inventory(fleet.data_home()).items() if rel.split("/")[1] == day
     ]
@@ -38,4 +36,5 @@ def nightly_schedule(context: dg.ScheduleEvaluationContext, fleet: FleetHome):
     changed_at = max(sig[0] for sig in signatures)
     if day_handled_since(context.instance, nightly.name, day, changed_at):
         return dg.SkipReason(f"{day} is already queued or ingested since its landing files last changed")
+    add_days(context.instance, [day])  # schedules cannot return partition requests; the sensor may be off
     return dg.RunRequest(run_key=f"nightly:{day}", partition_key=day, tags={"fleet/trigger": "schedule"})

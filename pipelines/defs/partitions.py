@@ -1,56 +1,44 @@
-"""Daily partitions (UTC): a landing day is the unit of work.
+"""Day partitions that follow what landed: a landing day is the unit of work, and a day is a partition once
+files for it landed and the day is over (UTC).
 
-The assets are declared with ``DAILY``; the code location replaces it, when it loads (never at import), by
-daily partitions starting at ``partitions_start``: ``$FLEET_PARTITIONS_START`` if set, else the first day
-folder under the data home's landing/, else yesterday. A day delivered before that start is covered once the
-code location reloads (`fleet run` always loads it afresh).
+The partitions are dynamic (stored in the Dagster instance), so a public trace from 2020 adds its own days
+and nothing in between: the UI lists the days that exist, not years of "Missing" ones. They are added by
+whoever first meets a landed day: the landing sensor (in the same tick that requests its run), the nightly
+schedule, `fleet run` and `fleet demo`. No code-location reload is ever needed for a new day.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import os
-import warnings
+from collections.abc import Iterable
 
 import dagster as dg
 
-from pipelines.lib.paths import DataHome
-
-START_ENV = "FLEET_PARTITIONS_START"
-TIMEZONE = "UTC"
-
-# The shape the asset decorators need at import; its start is replaced by `with_start` at load time.
-DAILY = dg.DailyPartitionsDefinition(start_date="2020-01-01", timezone=TIMEZONE)
+LANDING_DAYS = dg.DynamicPartitionsDefinition(name="landing_days")
 
 
-def partitions_start(home: DataHome) -> str:
-    """The first daily partition: $FLEET_PARTITIONS_START, else the first landing day, else yesterday."""
-    from pipelines.lib.landing import landing_days
-
-    configured = os.environ.get(START_ENV, "").strip()
-    if configured:
-        try:
-            return dt.date.fromisoformat(configured).isoformat()
-        except ValueError:
-            raise ValueError(f"${START_ENV}={configured!r} is not a date YYYY-MM-DD") from None
-    days = landing_days(home)
-    if days:
-        return days[0]
-    return (dt.datetime.now(dt.UTC).date() - dt.timedelta(days=1)).isoformat()
+def last_complete_day(now: dt.datetime | None = None) -> str:
+    """Yesterday (UTC): the last day that is over, so the last that can be a partition."""
+    now = now or dt.datetime.now(dt.UTC)
+    return (now.astimezone(dt.UTC).date() - dt.timedelta(days=1)).isoformat()
 
 
-def daily_partitions(start: str) -> dg.DailyPartitionsDefinition:
-    return dg.DailyPartitionsDefinition(start_date=start, timezone=TIMEZONE)
+def split_complete(days: Iterable[str], now: dt.datetime | None = None) -> tuple[list[str], list[str]]:
+    """(days that are over, days that are not yet: today or later), each sorted."""
+    last = last_complete_day(now)
+    days = sorted(set(days))
+    return [d for d in days if d <= last], [d for d in days if d > last]
 
 
-def with_start(defs: dg.Definitions, start: str) -> dg.Definitions:
-    """``defs`` with every daily asset (so the nightly job and its schedule) partitioned from ``start``."""
-    daily = daily_partitions(start)
+def new_days(instance: dg.DagsterInstance, days: Iterable[str]) -> list[str]:
+    """Of ``days``, those that are not partitions yet."""
+    known = set(instance.get_dynamic_partitions(LANDING_DAYS.name))
+    return sorted(set(days) - known)
 
-    def restart(spec: dg.AssetSpec) -> dg.AssetSpec:
-        return spec.replace_attributes(partitions_def=daily) if spec.partitions_def == DAILY else spec
 
-    with warnings.catch_warnings():
-        # map_asset_specs is marked preview in the pinned Dagster; the pin makes its behaviour fixed.
-        warnings.simplefilter("ignore", dg.PreviewWarning)
-        return defs.map_asset_specs(func=restart)
+def add_days(instance: dg.DagsterInstance, days: Iterable[str]) -> list[str]:
+    """Make ``days`` partitions (those that are not yet); returns the days added."""
+    added = new_days(instance, days)
+    if added:
+        instance.add_dynamic_partitions(LANDING_DAYS.name, added)
+    return added

@@ -6,14 +6,10 @@ import json
 import dagster as dg
 
 from pipelines.defs.jobs import nightly
+from pipelines.defs.partitions import LANDING_DAYS, new_days, split_complete
 from pipelines.defs.resources import FleetHome
-from pipelines.lib.monitoring import Signature, changed_days, landing_inventory, waiting_days_reason
+from pipelines.lib.monitoring import Signature, changed_days, landing_inventory
 from pipelines.runs import day_handled_since, fail_dead_runs
-
-
-def _partition_keys(context: dg.SensorEvaluationContext) -> list[str]:
-    """The nightly job's partitions as loaded (their start is set when the code location loads)."""
-    return context.repository_def.get_job(nightly.name).partitions_def.get_partition_keys()
 
 
 def _seed(instance: dg.DagsterInstance, current: dict[str, Signature]) -> dict[str, Signature]:
@@ -35,7 +31,8 @@ def _seed(instance: dg.DagsterInstance, current: dict[str, Signature]) -> dict[s
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="Watches <data home>/landing; one run per changed day (cursor = file signatures, run key = "
     "change). Its first tick counts days already ingested as seen; a day already queued or running is not "
-    "requested again. A tick without runs says why (a day before the first partition needs a reload).",
+    "requested again. A landed day that is over becomes a partition in the tick that requests it; a tick "
+    "without runs says why (a day not over yet waits for its end).",
 )
 def landing_sensor(context: dg.SensorEvaluationContext, fleet: FleetHome):
     current = landing_inventory(fleet.data_home())
@@ -43,12 +40,11 @@ def landing_sensor(context: dg.SensorEvaluationContext, fleet: FleetHome):
         previous = _seed(context.instance, current)
     else:
         previous = {k: tuple(v) for k, v in json.loads(context.cursor).items()}
-    keys = _partition_keys(context)
-    valid = set(keys)
-    requests, skipped, handled = [], [], []
-    for change in changed_days(previous, current):
-        if change.day not in valid:
-            skipped.append(change.day)
+    changes = changed_days(previous, current)
+    over, waiting = split_complete(c.day for c in changes)
+    requests, handled = [], []
+    for change in changes:
+        if change.day not in over:
             continue
         changed_at = max(
             (sig[0] for rel, sig in current.items() if rel.split("/")[1] == change.day), default=0
@@ -64,24 +60,29 @@ def landing_sensor(context: dg.SensorEvaluationContext, fleet: FleetHome):
             )
         )
     cursor = dict(current)
-    waiting = waiting_days_reason(skipped, keys[0] if keys else None, keys[-1] if keys else None)
-    if skipped:
-        # Not a partition (yet): leave these out of the cursor so they are requested once their day exists
-        # (or the code location is reloaded); every tick without runs says so in its skip reason.
-        context.log.warning(waiting)
-        for rel in [r for r in cursor if r.split("/")[1] in skipped]:
+    if waiting:
+        context.log.info(f"landing day(s) {', '.join(waiting)} not over yet (UTC): requested once ended")
+        # Leave these out of the cursor so they are requested once the day has ended.
+        for rel in [r for r in cursor if r.split("/")[1] in waiting]:
             if rel in previous:
                 cursor[rel] = previous[rel]
             else:
                 del cursor[rel]
+    adding = new_days(context.instance, {r.partition_key for r in requests})
+    partition_requests = [LANDING_DAYS.build_add_request(adding)] if adding else []
     if not requests:
         reason = "no new or changed landing files" + (
             f" (already queued or ingested: {', '.join(handled)})" if handled else ""
         )
         if waiting:
-            reason = f"{waiting}. Otherwise {reason}"
+            reason = (
+                f"landing day(s) {', '.join(waiting)} not over yet (UTC): requested once the day has ended. "
+                f"Otherwise {reason}"
+            )
         return dg.SensorResult(skip_reason=dg.SkipReason(reason), cursor=json.dumps(cursor))
-    return dg.SensorResult(run_requests=requests, cursor=json.dumps(cursor))
+    return dg.SensorResult(
+        run_requests=requests, dynamic_partitions_requests=partition_requests, cursor=json.dumps(cursor)
+    )
 
 
 @dg.sensor(

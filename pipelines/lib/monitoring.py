@@ -40,29 +40,6 @@ def changed_days(previous: dict[str, Signature], current: dict[str, Signature]) 
     return [DayChange(day, tuple(files)) for day, files in sorted(touched.items())]
 
 
-def waiting_days_reason(days: list[str], first_partition: str | None, last_partition: str | None) -> str:
-    """Why landing days are not requested, and what to do: a day before the first daily partition needs the
-    code location reloaded (its partitions start at the first landing day it saw), a day after the last one
-    is not over yet (UTC)."""
-    early = [d for d in days if first_partition and d < first_partition]
-    late = [d for d in days if last_partition and d > last_partition]
-    other = [d for d in days if d not in early and d not in late]
-    parts = []
-    if early:
-        parts.append(
-            f"landing day(s) {', '.join(early)} before the first daily partition ({first_partition}): "
-            "reload the code location (Dagster UI: Deployment > Reload, or restart `fleet ui`) so the "
-            "partitions start at the first landing day, then they are requested"
-        )
-    if late:
-        parts.append(
-            f"landing day(s) {', '.join(late)} not over yet (UTC): requested once the day is a partition"
-        )
-    if other:
-        parts.append(f"landing day(s) {', '.join(other)} not in the partition range")
-    return "; ".join(parts)
-
-
 def partition_row_counts(home: DataHome, table: str) -> dict[str, int]:
     """Rows per day of a partitioned table, from the lake's log (no data read)."""
     return lake.store(home).row_counts(table)

@@ -70,9 +70,7 @@ def test_fleet_run_says_what_did_not_arrive_and_what_it_did_not_read(tmp_path, s
     (home.landing / "synthetic" / "latest").mkdir()
     (home.landing / "synthetic" / "latest" / "runs.jsonl").write_text("{}\n")
     (home.landing / ".eu-west" / DAY).mkdir(parents=True)
-    p = run(
-        [str(BIN / "fleet"), "run", "--home", str(home.root)], env={"FLEET_PARTITIONS_START": "2020-01-01"}
-    )
+    p = run([str(BIN / "fleet"), "run", "--home", str(home.root)])
     assert p.returncode == 0, p.stderr[-2000:]
     missing = small_day.runs.height - 6
     assert (

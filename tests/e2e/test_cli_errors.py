@@ -331,7 +331,6 @@ def _in_a_small_filesystem(tmp_path: Path, landing: Path, size_kb: int) -> dict:
         "PYTHONPATH": str(INSTANCE_TEMPLATE.parents[1]),  # the check below reads the lake's snapshot
         "OUT": str(out),
         "DAGSTER_HOME": str(dh),
-        "FLEET_PARTITIONS_START": "2020-01-01",
         "DAGSTER_DISABLE_TELEMETRY": "1",
     }
     unshare = ["unshare", "--mount"] if os.geteuid() == 0 else ["unshare", "--map-root-user", "--mount"]

@@ -89,26 +89,16 @@ def test_nightly_job_runs_against_postgres_storage(postgres, landed, tmp_path):
         "DAGSTER_PG_PASSWORD": "",
         "DAGSTER_PG_DB": "dagster",
     }
-    p = run(
-        [
-            str(BIN / "dagster"),
-            "job",
-            "execute",
-            "-m",
-            "pipelines.definitions",
-            "-j",
-            "nightly",
-            "--tags",
-            f'{{"dagster/partition": "{DAY}"}}',
-        ],
-        env=env,
-    )
+    # `fleet run` makes the day a partition in the PostgreSQL storage, then runs it as a nightly run.
+    p = run([str(BIN / "fleet"), "run", "--home", str(landed.root), "--from", DAY], env=env)
     assert p.returncode == 0, p.stderr[-3000:]
     con = psycopg2.connect(host="127.0.0.1", port=postgres, user="dagster", dbname="dagster")
     try:
         cur = con.cursor()
         cur.execute("SELECT status FROM runs WHERE pipeline_name = 'nightly'")
-        assert [r[0] for r in cur.fetchall()] == ["SUCCESS"]
+        assert [r[0] for r in cur.fetchall()] == ["SUCCESS", "SUCCESS"]  # the day, then the merge
+        cur.execute("SELECT partitions_def_name, partition FROM dynamic_partitions")
+        assert cur.fetchall() == [("landing_days", DAY)]
         cur.execute("SELECT count(*) FROM event_logs WHERE dagster_event_type = 'ASSET_MATERIALIZATION'")
         assert cur.fetchone()[0] >= 13
     finally:

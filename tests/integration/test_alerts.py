@@ -13,6 +13,7 @@ import polars as pl
 import pytest
 
 import pipelines.lib.ingest.promote as ingest_module
+from pipelines.defs.partitions import add_days
 from pipelines.defs.resources import AlertWebhook
 from pipelines.lib import alerts
 from tests.conftest import DAY
@@ -57,6 +58,7 @@ def _nightly_day(definitions, instance):
         if graph.get(k).is_materializable and graph.get(k).partitions_def
     ]
     job = definitions.resolve_job_def("nightly")
+    add_days(instance, [DAY])
     return job.execute_in_process(
         asset_selection=daily, partition_key=DAY, instance=instance, raise_on_error=False
     )

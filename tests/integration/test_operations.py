@@ -7,10 +7,10 @@ import time
 
 import dagster as dg
 import polars as pl
-import pytest
 from dagster._core.utils import make_new_run_id
 
 import pipelines.lib.ingest.promote as ingest_module
+from pipelines.defs.partitions import add_days
 from pipelines.defs.resources import FleetHome
 from pipelines.lib import lake
 from pipelines.lib.monitoring import landing_inventory
@@ -20,7 +20,11 @@ from tests.conftest import DAY
 def _sensor(d, instance, home, cursor=None):
     sensor = d.resolve_sensor_def("landing_sensor")
     with dg.build_sensor_context(
-        instance=instance, cursor=cursor, definitions=d, resources={"fleet": FleetHome(home=str(home.root))}
+        instance=instance,
+        instance_ref=instance.get_ref(),  # as the daemon's: run requests' day partitions resolve through it
+        cursor=cursor,
+        definitions=d,
+        resources={"fleet": FleetHome(home=str(home.root))},
     ) as ctx:
         return sensor.evaluate_tick(ctx)
 
@@ -55,24 +59,18 @@ def test_landing_sensor_waits_for_days_that_are_not_partitions_yet(landed, defin
 
 
 def test_landing_sensor_tick_says_why_a_day_is_not_requested(home, definitions):
-    """The tick's skip reason (what the UI shows for a tick with no runs) names a day before the first
-    partition and says a reload covers it, and a day not over yet; a later tick says it again."""
-    for day in ("2019-12-31", "2999-01-01"):  # partitions start 2020-01-01 in the tests
-        f = home.landing / "synthetic" / day / "runs.jsonl"
-        f.parent.mkdir(parents=True)
-        f.write_text("{}\n")
+    """The tick's skip reason (what the UI shows for a tick with no runs) names a day not over yet, and a
+    later tick says it again."""
+    f = home.landing / "synthetic" / "2999-01-01" / "runs.jsonl"
+    f.parent.mkdir(parents=True)
+    f.write_text("{}\n")
     with dg.instance_for_test() as instance:
         tick = _sensor(definitions, instance, home)
-        assert tick.run_requests == []
-        reason = tick.skip_message
-        assert "2019-12-31 before the first daily partition (2020-01-01)" in reason
-        assert "Deployment > Reload" in reason and "restart `fleet ui`" in reason
-        assert "2999-01-01 not over yet (UTC)" in reason
-        assert "no new or changed landing files" in reason
+        assert tick.run_requests == [] and not tick.dynamic_partitions_requests
+        assert "2999-01-01 not over yet (UTC)" in tick.skip_message
+        assert "no new or changed landing files" in tick.skip_message
         again = _sensor(definitions, instance, home, tick.cursor)
-        assert (
-            again.run_requests == [] and "2019-12-31 before the first daily partition" in again.skip_message
-        )
+        assert again.run_requests == [] and "2999-01-01 not over yet" in again.skip_message
 
 
 def _schedule(d, instance, home):
@@ -122,30 +120,37 @@ def test_sensor_and_schedule_never_queue_the_same_day_twice(landed, definitions)
         ] == [DAY]
 
 
-def test_partitions_start_is_configured_or_the_first_landing_day(home, monkeypatch):
-    from pipelines.definitions import build_defs
-    from pipelines.defs.partitions import START_ENV, partitions_start
-
-    monkeypatch.delenv(START_ENV, raising=False)
-    yesterday = (dt.datetime.now(dt.UTC).date() - dt.timedelta(days=1)).isoformat()
-    assert partitions_start(home) == yesterday  # nothing landed yet
-    for day in ("2026-10-03", "2026-09-28"):
-        (home.landing / "acme" / day).mkdir(parents=True)
-    assert partitions_start(home) == "2026-09-28"
-    d = build_defs(home)
-    graph = d.resolve_asset_graph()
-    starts = {
-        graph.get(k).partitions_def.start.date().isoformat()
-        for k in graph.get_all_asset_keys()
-        if graph.get(k).partitions_def is not None
-    }
-    assert starts == {"2026-09-28"}
-    assert d.resolve_job_def("nightly").partitions_def.get_first_partition_key() == "2026-09-28"
-    monkeypatch.setenv(START_ENV, "2026-06-01")
-    assert partitions_start(home) == "2026-06-01"
-    monkeypatch.setenv(START_ENV, "June")
-    with pytest.raises(ValueError, match=START_ENV):
-        partitions_start(home)
+def test_partitions_follow_what_landed(home, definitions):
+    """A public trace from 2020 makes its own days partitions and nothing in between (not the ~2,460 daily
+    partitions from its first day to today); the sensor adds them in the tick that requests them, the
+    schedule the day it targets, and no reload of the code location is needed."""
+    trace_days = ["2020-02-20", "2020-03-12"]
+    for day in trace_days:
+        f = home.landing / "pai" / day / "runs.jsonl"
+        f.parent.mkdir(parents=True)
+        f.write_text("{}\n")
+    job = definitions.resolve_job_def("nightly")
+    with dg.instance_for_test() as instance:
+        assert job.partitions_def.get_partition_keys(dynamic_partitions_store=instance) == []
+        tick = _sensor(definitions, instance, home)
+        assert sorted(r.partition_key for r in tick.run_requests) == trace_days
+        (request,) = tick.dynamic_partitions_requests
+        assert (request.partitions_def_name, sorted(request.partition_keys)) == ("landing_days", trace_days)
+        instance.add_dynamic_partitions(request.partitions_def_name, request.partition_keys)
+        assert job.partitions_def.get_partition_keys(dynamic_partitions_store=instance) == trace_days
+        # Days already partitions are not added again.
+        f = home.landing / "pai" / trace_days[0] / "runs.jsonl"
+        os.utime(f, ns=(time.time_ns(), time.time_ns() + 10**9))
+        later = _sensor(definitions, instance, home, tick.cursor)
+        assert [r.partition_key for r in later.run_requests] == trace_days[:1]
+        assert not later.dynamic_partitions_requests
+        # The schedule's day becomes a partition when it requests it (the sensor may be stopped).
+        f = home.landing / "acme" / DAY / "runs.jsonl"  # the schedule's tick at 02:00 the day after
+        f.parent.mkdir(parents=True)
+        f.write_text("{}\n")
+        run = _schedule(definitions, instance, home)
+        assert [r.partition_key for r in run.run_requests] == [DAY]
+        assert job.partitions_def.get_partition_keys(dynamic_partitions_store=instance) == [*trace_days, DAY]
 
 
 def test_fleet_demo_runs_are_nightly_runs_and_the_sensor_then_has_nothing_to_do(tmp_path, monkeypatch):
@@ -156,7 +161,6 @@ def test_fleet_demo_runs_are_nightly_runs_and_the_sensor_then_has_nothing_to_do(
     home = DataHome.resolve(tmp_path / "home")
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
     monkeypatch.setenv("FLEET_HOME", str(home.root))
-    monkeypatch.delenv("FLEET_PARTITIONS_START")
     assert main(["demo", "--home", str(home.root), "--days", "2", "--runs-per-day", "6"]) == 0
     instance = dg.DagsterInstance.get()
     try:
@@ -166,7 +170,8 @@ def test_fleet_demo_runs_are_nightly_runs_and_the_sensor_then_has_nothing_to_do(
         assert sorted(r.tags["dagster/partition"] for r in runs) == sorted([*days, days[-1]])
         assert all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs)
         # `fleet ui` right after the demo: the sensor's first tick re-processes nothing.
-        d = build_defs(home)
+        assert instance.get_dynamic_partitions("landing_days") == days
+        d = build_defs()
         first = _sensor(d, instance, home)
         assert first.run_requests == [] and set(json.loads(first.cursor)) == set(landing_inventory(home))
         # A re-delivered file afterwards is still noticed.
@@ -194,6 +199,7 @@ def test_failing_blocking_check_stops_downstream_and_keeps_bad_rows_out(landed, 
         if graph.get(k).is_materializable and graph.get(k).partitions_def
     ]
     with dg.instance_for_test() as instance:
+        add_days(instance, [DAY])
         result = dg.materialize(
             d.assets,
             selection=daily,

@@ -7,6 +7,7 @@ import duckdb
 import polars as pl
 import pytest
 
+from pipelines.defs.partitions import add_days
 from pipelines.defs.resources import FleetHome
 from pipelines.lib import lake
 from tests.conftest import DAY
@@ -39,6 +40,7 @@ def materialize_all(home, definitions, day: str = DAY):
     resources = {"fleet": FleetHome(home=str(home.root))}
     instance = dg.instance_for_test()
     inst = instance.__enter__()
+    add_days(inst, [day])
     r1 = dg.materialize(
         definitions.assets, selection=daily, partition_key=day, instance=inst, resources=resources
     )

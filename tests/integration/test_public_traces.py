@@ -8,6 +8,7 @@ import duckdb
 import polars as pl
 import pytest
 
+from pipelines.defs.partitions import add_days
 from pipelines.defs.resources import FleetHome
 from pipelines.lib import adapters, lake
 from pipelines.lib.ingest import ingest_partition
@@ -40,6 +41,7 @@ def test_pai_server_counts_reproduce_the_published_facts(home, definitions):
     days = _ingest(adapters.adapt_pai(PAI), home)
     hist = next(a for a in definitions.assets if "server_count_hist" in {k.to_user_string() for k in a.keys})
     with dg.instance_for_test() as instance:
+        add_days(instance, days)
         for day in days:
             assert dg.materialize(
                 [hist],

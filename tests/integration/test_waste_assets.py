@@ -5,6 +5,7 @@ import dagster as dg
 import polars as pl
 import pytest
 
+from pipelines.defs.partitions import add_days
 from pipelines.defs.resources import FleetHome
 from pipelines.lib import lake
 from tests.conftest import DAY
@@ -40,6 +41,7 @@ def test_waste_assets_report_per_day_and_merged_totals(materialized, definitions
 
     # A stricter target for one materialisation: more servers kept, recorded in the table and metadata.
     with dg.instance_for_test() as instance:
+        add_days(instance, [DAY])
         res = dg.materialize(
             definitions.assets,
             selection=["run_efficiency"],

@@ -3,7 +3,7 @@
 import dagster as dg
 
 from pipelines.defs.metadata import OWNERS, description, preview, spec_metadata
-from pipelines.defs.partitions import DAILY
+from pipelines.defs.partitions import LANDING_DAYS
 from pipelines.defs.resources import FleetHome
 from pipelines.lib import analytics, lake
 
@@ -11,7 +11,7 @@ from pipelines.lib import analytics, lake
 @dg.asset(
     name="server_windows",
     group_name="core",
-    partitions_def=DAILY,
+    partitions_def=LANDING_DAYS,
     deps=["utilisation_samples"],
     kinds={"duckdb", "parquet"},
     owners=OWNERS,
@@ -38,7 +38,7 @@ def server_windows(context: dg.AssetExecutionContext, fleet: FleetHome) -> dg.Ma
 @dg.asset(
     name="run_role_stats",
     group_name="core",
-    partitions_def=DAILY,
+    partitions_def=LANDING_DAYS,
     deps=["runs", "utilisation_samples", "server_windows"],
     kinds={"duckdb", "parquet"},
     owners=OWNERS,

@@ -5,7 +5,7 @@ from datetime import timedelta
 import dagster as dg
 
 from pipelines.defs.metadata import OWNERS, description, preview, spec_metadata
-from pipelines.defs.partitions import DAILY
+from pipelines.defs.partitions import LANDING_DAYS
 from pipelines.defs.resources import FleetHome
 from pipelines.lib import analytics, lake
 
@@ -17,7 +17,7 @@ def _daily(name: str, deps: list[str], kinds: set[str]):
     return dg.asset(
         name=name,
         group_name="out",
-        partitions_def=DAILY,
+        partitions_def=LANDING_DAYS,
         deps=deps,
         kinds=kinds,
         owners=OWNERS,

@@ -4,7 +4,7 @@ samples derived from them), quarantine, ledger and extra fields."""
 import dagster as dg
 
 from pipelines.defs.metadata import OWNERS, description, preview, spec_metadata
-from pipelines.defs.partitions import DAILY
+from pipelines.defs.partitions import LANDING_DAYS
 from pipelines.defs.resources import FleetHome
 from pipelines.lib.ingest import LANDING_TABLES, METRICS, ingest_partition
 from pipelines.lib.landing import not_read, not_read_warning
@@ -81,7 +81,7 @@ CHECKS = [
 
 
 @dg.multi_asset(
-    name="raw_ingest", specs=[_spec(t) for t in RAW_TABLES], partitions_def=DAILY, check_specs=CHECKS
+    name="raw_ingest", specs=[_spec(t) for t in RAW_TABLES], partitions_def=LANDING_DAYS, check_specs=CHECKS
 )
 def raw_ingest(context: dg.AssetExecutionContext, fleet: FleetHome):
     """Read every landing file of the day, validate each row against its contract, write the day whole.
