@@ -19,6 +19,8 @@ from synthetic_fleet import defaults
 CATALOG_DIR = Path(__file__).resolve().parent / "catalog"
 HARDWARE_SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "catalog" / "hardware.yaml"
 PLACEMENTS = ("gpu_hbm", "system_memory", "remote_ps", "hybrid")
+# Figures only a GPU platform needs; a CPU platform (gpus: 0) may leave them out (they are 0).
+GPU_FIELDS = ("hbm_gb_per_gpu", "hbm_bw_gb_per_s_per_gpu", "gpu_fp32_tflops", "gpu_link_gb_per_s")
 
 
 @cache
@@ -124,6 +126,10 @@ class ModelSpec:
     share: float
     cpu_baseline: Mapping[str, int] | None = None
     precision: str = defaults.PRECISION
+    optimizer: str = defaults.OPTIMIZER
+    kernels: str = defaults.KERNELS
+    dcn_layers: int = defaults.DCN_LAYERS
+    dcn_rank: int = defaults.DCN_RANK
 
     def workload(self, platform: str, gpus: int | None = None) -> dict[str, Any]:
         """The workload columns of a run of this model on ``platform``: its batch there, or the default of
@@ -143,6 +149,10 @@ class ModelSpec:
             "top_mlp": self.top_mlp,
             "interaction": self.interaction,
             "precision": self.precision,
+            "optimizer": self.optimizer,
+            "kernels": self.kernels,
+            "dcn_layers": self.dcn_layers,
+            "dcn_rank": self.dcn_rank,
             "batch_size": defaults.batch_for(dict(self.batch_size), platform, gpus or 0),
         }
 
@@ -200,12 +210,16 @@ def _platform(name: str, spec: Mapping[str, Any], path: Path) -> Platform:
         raise CatalogError(
             f"{path}: platform {name!r} field placements: gpu_hbm and hybrid need gpus > 0 (gpus is 0)"
         )
+    if spec["gpus"] == 0:  # a CPU platform need not describe GPUs
+        spec = {**dict.fromkeys(GPU_FIELDS, 0), **{k: v for k, v in spec.items() if v is not None}}
     lacking = [f for f in needed_fields() if spec.get(f) is None]
     if placements and lacking:
         raise CatalogError(f"{path}: platform {name!r} lists placements but lacks {lacking} the model needs")
     values = {f: spec.get(f) for f in (*needed_fields(), "sockets", "cores")}
     for f, default in optional_fields().items():
         v = spec.get(f)
+        if v is None and f == "idle_w":
+            v = defaults.IDLE_SHARE * spec["peak_w"] if spec.get("peak_w") is not None else None
         values[f] = v if v is not None else (spec.get(default) if isinstance(default, str) else default)
     return Platform(
         name=name,
@@ -261,7 +275,8 @@ def _model(name: str, spec: Any, path: Path) -> ModelSpec:
         raise CatalogError(f"{path}: model {name!r} must be a mapping of fields")
     # The runs contract's workload fields; the lookup exponent is optional (a default).
     model_fields = [f for f in fields.workload_fields()[1:] if f != "lookup_power_law_alpha"]
-    extra = {"description", "share", "cpu_baseline", "lookup_power_law_alpha", "precision"}
+    optional = ("lookup_power_law_alpha", *fields.MODEL_ONLY)
+    extra = {"description", "share", "cpu_baseline", *optional}
     unknown = sorted(set(spec) - set(model_fields) - extra)
     missing = [f for f in model_fields if f not in spec]
     if unknown or missing:
@@ -274,7 +289,7 @@ def _model(name: str, spec: Any, path: Path) -> ModelSpec:
     try:
         checked = {f: fields.check(f, spec[f]) for f in model_fields if f != "batch_size"}
         checked["batch_size"] = {p: fields.check("batch_size", b) for p, b in batch.items()}
-        opt = {f: fields.check(f, spec[f]) for f in ("lookup_power_law_alpha", "precision") if f in spec}
+        opt = {f: fields.check(f, spec[f]) for f in optional if f in spec}
         baseline = spec.get("cpu_baseline")
         if baseline is not None:
             baseline = {k: fields.check(k, v) for k, v in dict(baseline).items()}
@@ -283,8 +298,8 @@ def _model(name: str, spec: Any, path: Path) -> ModelSpec:
     return ModelSpec(
         name=name,
         description=spec.get("description", ""),
-        lookup_power_law_alpha=opt.get("lookup_power_law_alpha", defaults.LOOKUP_POWER_LAW_ALPHA),
-        precision=opt.get("precision", defaults.PRECISION),
+        lookup_power_law_alpha=opt.pop("lookup_power_law_alpha", defaults.LOOKUP_POWER_LAW_ALPHA),
+        **opt,
         share=float(spec.get("share", 0.0)),
         cpu_baseline=baseline,
         **checked,

@@ -3,8 +3,9 @@
 The runs contract lists a run's workload columns (``model_name`` up to the system's ``platform``) and its
 system columns (``platform`` to ``n_readers``); this module reads them once, on first use, so that every
 layer (what-if, the recommender, workload files) names, types and bounds fields the same way. The model
-adds two things the contract does not carry: stricter minimums where a workload is not a DLRM otherwise
-(MODEL_MINIMUMS), and the MLP ``precision`` (a model-only field with a default).
+adds what the contract does not carry: stricter minimums where a workload is not a DLRM otherwise
+(MODEL_MINIMUMS), and model-only fields with defaults (MODEL_ONLY: the MLP ``precision``, the tables'
+``optimizer``, how the framework issues ``kernels``, and the DCNv2 shape).
 """
 
 from __future__ import annotations
@@ -27,7 +28,33 @@ MODEL_ONLY = {
         "type": "string",
         "enum": list(defaults.PRECISIONS),
         "description": "Arithmetic of the MLPs (selects the platform's peak for it).",
-    }
+    },
+    "optimizer": {
+        "name": "optimizer",
+        "type": "string",
+        "enum": list(defaults.OPTIMIZER_STATE),
+        "description": "Optimizer of the embedding tables (sets the state bytes held beside them).",
+    },
+    "kernels": {
+        "name": "kernels",
+        "type": "string",
+        "enum": list(defaults.KERNEL_MODES),
+        "description": "per_table (eager: an operator per table) or fused (batched, graph-launched).",
+    },
+    "dcn_layers": {
+        "name": "dcn_layers",
+        "type": "int32",
+        "min": 1,
+        "max": 64,
+        "description": "DCNv2 cross layers (interaction: dcn).",
+    },
+    "dcn_rank": {
+        "name": "dcn_rank",
+        "type": "int32",
+        "min": 1,
+        "max": 65536,
+        "description": "Rank of each low-rank DCNv2 cross layer (interaction: dcn).",
+    },
 }
 
 

@@ -22,6 +22,7 @@ import numpy as np
 import polars as pl
 
 from synthetic_fleet import defaults, fields
+from synthetic_fleet.bottlenecks import BOTTLENECKS
 from synthetic_fleet.catalog import HardwareCatalog, ModelSpec
 from synthetic_fleet.model import DEFAULT, Coefficients, predict_frame
 
@@ -36,13 +37,14 @@ BAND = (0.1, 0.9)  # the band's nominal quantiles (an 80 % interval)
 SATURATION = 0.99  # a tier is sized at the smallest count that reaches this share of its ample throughput
 SEARCH_MAX = 256  # largest sparse-PS count the sizing search tries
 SAMPLED = (
-    "eta_c_cpu",
-    "eta_c_gpu",
+    "eta_mlp_cpu",
+    "eta_mlp_gpu",
     "eta_hbm",
     "eta_net",
     "eta_ps_dram",
     "eta_dram",
-    "gpu_table_overhead_s",
+    "dispatch_s",
+    "launch_s",
     "host_copy_gbps",
     "kappa",
 )
@@ -338,23 +340,6 @@ def analytic_band(
         return np.nanpercentile(np.vstack(draws), [10, 50, 90], axis=0).T
 
 
-# What relieving each bottleneck would take; `mlp_compute_cpu` is the CPU cluster's variant (no tensor cores).
-COUNTERFACTUAL = {
-    "mlp_compute": "fp16 tensor-core MLPs",
-    "mlp_compute_cpu": "twice the servers in every tier",
-    "kernel_overhead": "one batched kernel for all {n_tables} tables",
-    "gpu_communication": "GPU links twice as fast (at least NVLink-class, 150 GB/s)",
-    "exchange_latency": "one batched all-to-all for all {n_tables} tables",
-    "embedding_lookup": "fp16 embedding rows (half the bytes moved)",
-    "host_copy": "GPUDirect RDMA (host copies twice as fast)",
-    "trainer_network": "a 100 GbE NIC on every server",
-    "ps_network": "a 100 GbE NIC on every server",
-    "ps_memory_bandwidth": "twice the sparse parameter servers",
-    "dense_ps_network": "twice the dense parameter servers",
-    "readers": "twice the readers",
-}
-
-
 def _counterfactual_kind(frame: pl.DataFrame, bottleneck: np.ndarray, hw: HardwareCatalog) -> np.ndarray:
     on_cpu = np.array([hw.platforms[p].gpus == 0 for p in frame["platform"].to_list()], dtype=bool)
     return np.where(on_cpu & (bottleneck == "mlp_compute"), "mlp_compute_cpu", bottleneck)
@@ -363,51 +348,14 @@ def _counterfactual_kind(frame: pl.DataFrame, bottleneck: np.ndarray, hw: Hardwa
 def _counterfactual_throughput(
     frame: pl.DataFrame, kind: np.ndarray, hw: HardwareCatalog, coef: Coefficients
 ) -> np.ndarray:
-    """Throughput with the bottleneck relieved as COUNTERFACTUAL says (one model evaluation per kind)."""
+    """Throughput with the bottleneck relieved as its Bottleneck definition says (one model evaluation per
+    kind)."""
     out = np.full(frame.height, np.nan)
-
-    def upgraded(**field: float) -> HardwareCatalog:
-        ((name, floor),) = field.items()
-        return replace(
-            hw,
-            platforms={
-                k: replace(v, **{name: max(getattr(v, name) or 0, floor)}) for k, v in hw.platforms.items()
-            },
-        )
-
-    fast_nic = upgraded(nic_gb_per_s=12.5)
-    fast_links = replace(
-        hw,
-        platforms={
-            k: replace(v, gpu_link_gb_per_s=max(2 * (v.gpu_link_gb_per_s or 0), 150.0))
-            for k, v in hw.platforms.items()
-        },
-    )
-    every_tier = pl.col("n_trainers", "n_sparse_ps", "n_dense_ps", "n_readers") * 2
-    variants = {
-        "mlp_compute": (frame.with_columns(pl.lit("fp16").alias("precision")), hw, coef),
-        "mlp_compute_cpu": (frame.with_columns(every_tier), hw, coef),
-        "kernel_overhead": (frame, hw, replace(coef, gpu_table_overhead_s=coef.gpu_table_overhead_s / 8)),
-        "gpu_communication": (frame, fast_links, coef),
-        "exchange_latency": (frame, hw, replace(coef, a2a_message_s=coef.a2a_message_s / 8)),
-        "embedding_lookup": (
-            frame.with_columns((pl.col("embedding_dim") // 2).alias("embedding_dim")),
-            hw,
-            coef,
-        ),
-        "host_copy": (frame, hw, replace(coef, host_copy_gbps=coef.host_copy_gbps * 2)),
-        "trainer_network": (frame, fast_nic, coef),
-        "ps_network": (frame, fast_nic, coef),
-        "ps_memory_bandwidth": (frame.with_columns(pl.col("n_sparse_ps") * 2), hw, coef),
-        "dense_ps_network": (frame.with_columns(pl.col("n_dense_ps") * 2), hw, coef),
-        "readers": (frame.with_columns(pl.col("n_readers") * 2), hw, coef),
-    }
-    for k, (f, h, c) in variants.items():
-        mask = kind == k
+    for key, b in BOTTLENECKS.items():
+        mask = kind == key
         if mask.any():
-            out[mask] = (
-                predict_frame(f.filter(pl.Series(mask)), h, c)["throughput_eps"].fill_null(np.nan).to_numpy()
-            )
+            f, h, c = b.relief(frame.filter(pl.Series(mask)), hw, coef)
+            out[mask] = predict_frame(f, h, c)["throughput_eps"].fill_null(np.nan).to_numpy()
     return out
 
 
@@ -531,27 +479,13 @@ def _count_flags(res: pl.DataFrame, fleet: Fleet, hw: HardwareCatalog) -> pl.Exp
     return pl.concat_str(parts, separator="; ", ignore_nulls=True).replace("", None).alias("count_flags")
 
 
-BOTTLENECK_TEXT = {
-    "mlp_compute": "MLP compute",
-    "kernel_overhead": "per-table GPU kernel overhead",
-    "gpu_communication": "GPU-GPU communication",
-    "exchange_latency": "per-table all-to-all messages between GPUs",
-    "embedding_lookup": "embedding lookups",
-    "host_copy": "the GPU host's copies between NIC and GPUs (remote PS)",
-    "trainer_network": "the trainers' network",
-    "ps_network": "the parameter servers' network",
-    "ps_memory_bandwidth": "parameter-server memory bandwidth",
-    "dense_ps_network": "dense-PS synchronisation",
-    "readers": "the readers",
-}
-
-
 def _explain(res: pl.DataFrame, score: str, workload: dict[str, Any]) -> pl.Expr:
     """One sentence per option: throughput with its band and the band's measured coverage, perf/W, the
     bottleneck and its counterfactual, the server counts, and why drawn power may exceed provisioned."""
     best = res.filter(pl.col("fits")).row(0, named=True) if res["fits"].any() else None
     cf_text = pl.col("_cf_kind").replace_strict(
-        {k: v.format(n_tables=workload.get("n_tables", "")) for k, v in COUNTERFACTUAL.items()}, default=""
+        {k: b.counterfactual.format(n_tables=workload.get("n_tables", "")) for k, b in BOTTLENECKS.items()},
+        default="",
     )
     coverage = (
         pl.when(pl.col("band_coverage").is_not_null())
@@ -570,7 +504,9 @@ def _explain(res: pl.DataFrame, score: str, workload: dict[str, Any]) -> pl.Expr
         pl.col("p90_throughput_eps").round(0).cast(pl.Int64),
         coverage,
         pl.col("eps_per_w").round(1),
-        pl.col("bottleneck").replace_strict(BOTTLENECK_TEXT, default=pl.col("bottleneck")),
+        pl.col("bottleneck").replace_strict(
+            {k: b.explanation for k, b in BOTTLENECKS.items()}, default=pl.col("bottleneck")
+        ),
         cf_text,
         pl.col("counterfactual_gain").round(2),
         "n_trainers",
