@@ -13,18 +13,25 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     """Every calibration target with the model's value and PASS/FAIL; non-zero if any fails."""
     from dataclasses import asdict
 
+    from pipelines.lib import benchmarks
     from synthetic_fleet.calibration import evaluate, fit
     from synthetic_fleet.model import DEFAULT, coefficient_docs
 
     coef = fit(DEFAULT) if args.fit else DEFAULT
     results = evaluate(coef)
-    failed = [r for r in results if not r.passed]
+    public = benchmarks.evaluate(coef)
+    failed = [r for r in results if not r.passed] + [c for c in public.checks if not c.passed]
     if args.json:
         print(
             json.dumps(
                 {
                     "passed": not failed,
                     "targets": [r.as_dict() for r in results],
+                    "public_benchmarks": {
+                        "targets": [c.as_dict() for c in public.checks],
+                        "systems": public.table.to_dicts(),
+                        "scaling": public.scaling.to_dicts(),
+                    },
                     "coefficients": asdict(coef),
                     "coefficient_targets": coefficient_docs(),
                 },
@@ -44,9 +51,35 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
                 if getattr(DEFAULT, k) != v:
                     print(f"  {k} = {v:.4g}   (was {getattr(DEFAULT, k):.4g})")
         built = [r.id for r in results if r.by_construction]
-        print(f"\n{len(results) - len(failed)}/{len(results)} targets pass")
+        paper_ok = sum(r.passed for r in results)
+        print(f"\n{paper_ok}/{len(results)} paper targets pass")
         print(f"* {', '.join(built)} hold by construction (an input is set to the target), not by prediction")
+        _print_public(public)
     return 1 if failed else 0
+
+
+def _print_public(public) -> None:
+    """The public-benchmark section: every system predicted vs observed, scaling pairs, targets b1-b5."""
+    print("\npublic benchmarks: MLPerf Training DLRM v0.7/v1.0 closed division (examples/mlperf/)")
+    width = max(len(p) for p in public.table["platform"]) - len("mlperf_")
+    print(
+        f"  {'system':<{width}} {'nodes':>5} {'observed/s':>12} {'predicted/s':>12} {'ratio':>6} {'LOSO':>6}"
+    )
+    for r in public.table.iter_rows(named=True):
+        print(
+            f"  {r['platform'][len('mlperf_') :]:<{width}} {r['nodes']:>5} {r['observed_eps']:>12,.0f} "
+            f"{r['predicted_eps']:>12,.0f} {r['ratio']:>6.2f} {r['loso_ratio']:>6.2f}"
+        )
+    print("  scaling (many nodes over one): observed, predicted")
+    for r in public.scaling.iter_rows(named=True):
+        print(
+            f"    {r['many'][len('mlperf_') :]} / {r['one'][len('mlperf_') :]}: {r['observed']:.2f}, {r['predicted']:.2f}"
+        )
+    for c in public.checks:
+        print(
+            f"{'PASS' if c.passed else 'FAIL'}  {c.id:<4} {c.description:<70}  want {c.expected}; model: {c.value}"
+        )
+    print(f"{sum(c.passed for c in public.checks)}/{len(public.checks)} public-benchmark targets pass")
 
 
 def _fmt_num(v, unit: str = "") -> str:
