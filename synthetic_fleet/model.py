@@ -87,7 +87,7 @@ class Coefficients:
     launch_s: float = 1.0e-6  # one graph-launched kernel (fused kernels; fitted on b1-b5): b1, b4
     peer_latency_s: float = 5.0e-6  # one all-to-all message to a peer GPU of the same server: b1, t24
     nic_peer_latency_s: float = 1.0e-6  # one message to a GPU of another server (fitted on b1-b5): b4
-    eta_link: float = 0.7  # share of GPU-link bandwidth a collective reaches: b1
+    eta_link: float = 0.7  # share of GPU-link bandwidth a collective reaches (NCCL-class; not fitted): b1
     host_table_overhead_s: float = 1.0e-5  # host per-table work per iteration (CPU pooling, PS requests): t10
     eta_hbm: float = 0.6  # share of HBM bandwidth on random row gathers: t20
     eta_dram: float = 0.7  # share of DRAM bandwidth on in-process host-side gathers (Zion): t11, t12

@@ -73,11 +73,13 @@ def _print_public(public) -> None:
     print("  scaling (many nodes over one): observed, predicted")
     for r in public.scaling.iter_rows(named=True):
         print(
-            f"    {r['many'][len('mlperf_') :]} / {r['one'][len('mlperf_') :]}: {r['observed']:.2f}, {r['predicted']:.2f}"
+            f"    {r['many'][len('mlperf_') :]} / {r['one'][len('mlperf_') :]}: "
+            f"{r['observed']:.2f}, {r['predicted']:.2f}"
         )
     for c in public.checks:
         print(
-            f"{'PASS' if c.passed else 'FAIL'}  {c.id:<4} {c.description:<70}  want {c.expected}; model: {c.value}"
+            f"{'PASS' if c.passed else 'FAIL'}  {c.id:<4} {c.description:<70}  "
+            f"want {c.expected}; model: {c.value}"
         )
     print(f"{sum(c.passed for c in public.checks)}/{len(public.checks)} public-benchmark targets pass")
 

@@ -27,7 +27,19 @@ OPTIONAL = {
     "n_tables": "one table per sparse feature",
     "lookup_power_law_alpha": f"{defaults.LOOKUP_POWER_LAW_ALPHA}",
     "precision": defaults.PRECISION,
+    "optimizer": defaults.OPTIMIZER,
+    "kernels": defaults.KERNELS,
+    "dcn_layers": f"{defaults.DCN_LAYERS}",
+    "dcn_rank": f"{defaults.DCN_RANK}",
     "model_name": "the file's name",
+}
+# The defaults of the model-only fields a workload file or an observed run may leave out.
+MODEL_DEFAULTS = {
+    "precision": defaults.PRECISION,
+    "optimizer": defaults.OPTIMIZER,
+    "kernels": defaults.KERNELS,
+    "dcn_layers": defaults.DCN_LAYERS,
+    "dcn_rank": defaults.DCN_RANK,
 }
 # What a user can get wrong in a workload or a catalog: the CLI prints these and exits 2.
 INPUT_ERRORS = (WhatIfError, CatalogError, fields.FieldError)
@@ -59,7 +71,8 @@ def from_config(path: Path) -> dict[str, Any]:
         raise WhatIfError(f"{path}: {exc}") from None
     out.setdefault("n_tables", out["n_sparse_features"])
     out.setdefault("lookup_power_law_alpha", defaults.LOOKUP_POWER_LAW_ALPHA)
-    out.setdefault("precision", defaults.PRECISION)
+    for k, v in MODEL_DEFAULTS.items():
+        out.setdefault(k, v)
     out.setdefault("model_name", path.stem)
     batch = out.pop("batch_size", None)
     if batch:
@@ -74,7 +87,7 @@ def from_run(runs: pl.DataFrame, run_id: str) -> dict[str, Any]:
     if hit.is_empty():
         raise WhatIfError(f"no run {run_id!r} in the lake")
     row = hit.row(0, named=True)
-    shape = [k for k in fields.workload_keys() if k not in ("model_name", "precision")]
+    shape = [k for k in fields.workload_keys() if k != "model_name" and k not in MODEL_DEFAULTS]
     missing = [k for k in shape if row.get(k) is None]
     if missing:
         raise WhatIfError(
@@ -83,7 +96,7 @@ def from_run(runs: pl.DataFrame, run_id: str) -> dict[str, Any]:
         )
     return {
         **{k: row[k] for k in ("model_name", *shape)},
-        "precision": row.get("precision") or defaults.PRECISION,
+        **{k: row.get(k) or v for k, v in MODEL_DEFAULTS.items()},
         "batch_map": {row["platform"]: int(row["batch_size"])} if row.get("batch_size") else {},
     }
 

@@ -85,7 +85,7 @@ def test_workload_fields_come_from_the_runs_contract():
     runs = yaml.safe_load((ROOT / "schemas" / "runs.yaml").read_text())["columns"]
     names = [c["name"] for c in runs]
     assert fields.workload_fields() == tuple(names[names.index("model_name") : names.index("platform")])
-    assert set(fields.workload_keys()) - {"precision"} <= set(fields.workload_fields())
+    assert set(fields.workload_keys()) - set(fields.MODEL_ONLY) <= set(fields.workload_fields())
     assert set(fields.numeric_features()) <= set(names)
 
 
