@@ -73,7 +73,7 @@ _ALL = (
         "kernel_overhead",
         "per-iteration kernel launches",
         "one batched kernel for all {n_tables} tables, launched from a captured graph",
-        lambda f, h, c: (f.with_columns(pl.lit("fused").alias("kernels")), h, c),
+        lambda f, h, c: (f.with_columns(pl.lit("graph").alias("kernels")), h, c),
     ),
     Bottleneck(
         "gpu_communication",

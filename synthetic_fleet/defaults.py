@@ -18,12 +18,16 @@ PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 # train with Adagrad (one state value per weight). State bytes per table byte: TorchRec's multipliers.
 OPTIMIZER = "adagrad"
 OPTIMIZER_STATE = {"sgd": 0.0, "adagrad": 1.0, "rowwise_adagrad": "1/dim", "adam": 2.0}
-# How a workload's framework issues its GPU/CPU kernels when it does not say: "per_table" (an eager
-# framework: one operator per table and per layer, each paying the framework's dispatch) as the paper's
-# production stack did; "fused" (one batched embedding kernel for all tables, launched from a captured
-# graph) as HugeCTR and TorchRec do.
+# How a workload's framework issues its GPU kernels when it does not say (each mode has its own fitted cost
+# per operator, synthetic_fleet/model.py): "per_table", an eager framework with one operator per table and
+# per layer, each dispatched and synchronised by the host, as the paper's production stack did; "fused",
+# one batched embedding kernel and the operators dispatched eagerly from Python, one process per GPU
+# (NVIDIA's PyTorch DLRM); "compiled", fused kernels launched by a compiled runtime (HugeCTR's C++ engine);
+# "graph", fused kernels launched from a captured graph (HugeCTR 3.x with CUDA graphs).
 KERNELS = "per_table"
-KERNEL_MODES = ("per_table", "fused")
+KERNEL_MODES = ("per_table", "fused", "compiled", "graph")
+# Cores per socket when a platform states its sockets but not its cores (a Skylake-SP-class socket).
+CORES_PER_SOCKET = 20
 # DCNv2 cross layers (interaction: dcn) when a workload names the interaction but not its shape: the
 # MLPerf DLRM-DCNv2 reference (3 low-rank layers of rank 512).
 DCN_LAYERS = 3

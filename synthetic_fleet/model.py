@@ -19,19 +19,23 @@ x ``mean_lookups_per_table`` rows gathered per example, one pooled vector per fe
 share a table, a feature may be multi-hot).
 
 Physics. MLP time is each GEMM's multiply-adds at an achieved share of the peak of the workload's
-precision that saturates with the GEMM's shape (batch rows per device, layer widths): small GEMMs run far
-below peak, large ones approach ``eta_mlp_*``. The per-iteration overhead is the operators the framework
-issues (per layer, per table unless the workload's kernels are fused) times the dispatch latency of its
-kind (an eager framework's dispatch, or a graph-launched kernel). The all-to-all of sharded tables is bytes
-over the GPU links inside a server and over the NICs between servers, plus one message latency per peer
-(messages are aggregated per peer, as collective libraries do). Throughput therefore rises with the batch
-and saturates; nothing caps it independently of the hardware.
+precision that saturates with the GEMM's shape: in the layer widths, and in the batch rows per device (per
+core on a CPU; on a GPU relative to its ridge point, peak FLOP/s over HBM bytes/s, so tensor cores need
+larger batches). The per-iteration overhead is the operators the framework issues (per layer, and per table
+for an eager per-table stack) at the cost per operator of the workload's kernel mode (an eager per-table
+stack's dispatch, eager Python launches of fused kernels, a compiled runtime's launches, or a captured
+graph's); a CPU trainer pays its own per-operator cost. The all-to-all of sharded tables is bytes over the
+GPU links inside a server (staged through host memory where the GPUs have no links) and over the NICs
+between servers, plus a latency per message to each peer (one message per peer for fused kernels, as
+collective libraries aggregate them; one per table and peer for a per-table stack). Examples from a reader
+tier cross the trainers' NICs, overlapping the iterations. Throughput therefore rises with the batch and
+saturates; nothing caps it independently of the hardware.
 
 Evaluation runs in stages (sparse PS, CPU trainers, GPU iteration, throughput, utilisation, power), each a
 function of frozen dataclasses of arrays (``Hw``, ``Rows`` in; ``SparsePS``, ``CpuTrainers``,
 ``GpuIteration`` out). The fitted coefficients live in ``Coefficients`` with the calibration targets each
 one serves (``t*``: the paper's, synthetic_fleet/calibration.py; ``b*``: the public benchmarks,
-synthetic_fleet/benchmarks.py); the fixed shape constants of the utilisation and power estimates live in
+pipelines/lib/benchmarks.py); the fixed shape constants of the utilisation and power estimates live in
 ``UtilisationShape``.
 """
 
@@ -75,34 +79,44 @@ TINY = 1e-12  # guards divisions by rates and sizes that may be zero in masked b
 @dataclass(frozen=True)
 class Coefficients:
     """Free coefficients shared by every platform and workload; each line names the targets it serves
-    (t*: calibration_targets.yaml, the paper; b*: the public benchmarks of synthetic_fleet/benchmarks.py)."""
+    (t*: calibration_targets.yaml, the paper; b*: the public benchmarks of pipelines/lib/benchmarks.py).
+    "Fitted" ones were fitted jointly, by least squares on log ratios within physical bounds, to the paper's
+    exact targets (t1, t3, t5), penalties holding its shape targets (t11, t12, t19-t25) and the trends the
+    physics tests assert (tests/unit/test_model*.py), and the public benchmarks (b1, b2, b4); the rest are
+    physical priors.
+    """
 
-    eta_mlp_cpu: float = 0.197  # share of CPU peak a large GEMM reaches (fitted on b1-b5): t1, t3, b1
-    eta_mlp_gpu: float = 0.56  # share of GPU peak a large GEMM reaches (fitted on b1-b5): b1, t21
-    gemm_half_cpu: float = 32.0  # GEMM width (K or N) at which CPU efficiency halves (vector tiles): t25
-    gemm_half_gpu: float = 128.0  # the same on GPUs (tensor-core tiles): t25, b1
-    batch_half_cpu: float = 3548.0  # GEMM rows per CPU trainer at which efficiency halves (fitted): t23, b4
-    batch_half_gpu: float = 4166.0  # GEMM rows per GPU at which efficiency halves (fitted): t23, b4
-    dispatch_s: float = 2.53e-4  # an eager framework's dispatch and sync of one GPU operator (fitted): t1, t3
-    launch_s: float = 1.0e-6  # one graph-launched kernel (fused kernels; fitted on b1-b5): b1, b4
-    peer_latency_s: float = 5.0e-6  # one all-to-all message to a peer GPU of the same server: b1, t24
-    nic_peer_latency_s: float = 1.0e-6  # one message to a GPU of another server (fitted on b1-b5): b4
+    eta_mlp_cpu: float = 0.2853  # share of CPU peak a large GEMM reaches (fitted): t1, t3, b1
+    eta_mlp_gpu: float = 0.306  # share of GPU peak a large GEMM reaches (fitted): b1, t21
+    gemm_half_cpu: float = 253.8  # GEMM width (K or N) at which CPU efficiency halves (fitted): t25
+    gemm_half_gpu: float = 17.05  # the same on GPUs (tensor-core tiles; fitted): t25, b1
+    core_rows_cpu: float = 15.14  # GEMM rows per CPU core at which MLP efficiency halves (fitted): t23, b4
+    # Fitted at its bound of 16 (a roofline gives 1-2; more would hide a faster precision's peak).
+    ridge_rows_gpu: float = 16.0  # GPU rows per FLOP/byte of ridge at which MLP efficiency halves: t23, b1
+    dispatch_s: float = 9.248e-5  # per_table: the paper's eager stack, one operator (fitted): t1, t3
+    fused_launch_s: float = 2.445e-5  # fused: one eager Python launch, a process per GPU (fitted): b1
+    compiled_launch_s: float = 3.212e-5  # compiled: one launch by a compiled runtime (fitted): b1
+    graph_launch_s: float = 1.203e-6  # graph: one kernel launched from a captured graph (fitted): b1, b4
+    host_stage_gbps: float = 6.856  # GB/s a host stages GPU-GPU traffic without GPU links (fitted): b1
+    peer_latency_s: float = 1.0e-6  # one aggregated all-to-all message to a peer GPU (a floor): b1, b4
+    table_collective_s: float = 1.810e-4  # per_table: one table's all-to-all issue and sync (fitted): t3, t24
+    nic_peer_latency_s: float = 1.0e-6  # one message to a GPU of another server (a floor, InfiniBand): b4
     eta_link: float = 0.7  # share of GPU-link bandwidth a collective reaches (NCCL-class; not fitted): b1
-    host_table_overhead_s: float = 1.0e-5  # host per-table work per iteration (CPU pooling, PS requests): t10
+    host_table_overhead_s: float = 9.471e-6  # host work per table and iteration (fitted): t10
     eta_hbm: float = 0.6  # share of HBM bandwidth on random row gathers: t20
     eta_dram: float = 0.7  # share of DRAM bandwidth on in-process host-side gathers (Zion): t11, t12
-    eta_ps_dram: float = 0.2  # the same for a PS serving hash-map lookups over RPC: t5, t16
+    eta_ps_dram: float = 0.12  # the same for a PS serving RPC hash-map lookups (fit bound): t5, t16
     eta_uvm: float = 0.15  # share of PCIe bandwidth for GPU-side reads of host rows: t11
     eta_net: float = 0.7  # share of NIC line rate: t5, b4
     remote_rtt_s: float = 1.0e-3  # network round trip to the PS tier, paid fwd and bwd per iteration: t11
-    host_copy_gbps: float = 1.736  # GB/s a GPU host moves between NIC and GPUs, remote PS (fitted): t5
+    host_copy_gbps: float = 2.922  # GB/s a GPU host moves between NIC and GPUs, remote PS (fitted): t5
     ps_gamma: float = 3.0  # PS DRAM bytes per gathered byte (gather + read-modify-write): t5, t16
     hot_table_split: float = 8.0  # PS shards a hot table is split over row-wise: t16, t19
     ps_copy_factor: float = 4.0  # PS DRAM bytes per network byte (NIC DMA, kernel/user copies, serde): t16
-    gpu_locality_gb: float = 8.0  # table GB per GPU at which random-gather efficiency halves (TLB reach): t24
+    gpu_locality_gb: float = 214.8  # table GB per GPU at which random gathers halve (TLB reach; fitted): t24
     cpu_locality_gb: float = 4000.0  # the same for a CPU host's DRAM (huge pages, deeper caches): t24
-    kappa: float = 0.3  # 0 = perfect overlap of terms, 1 = serial: t19, t23
-    trainer_saturation: float = 40.0  # CPU trainers at which async scaling efficiency halves: t19, b4
+    kappa: float = 0.5426  # 0 = perfect overlap of terms, 1 = serial (fitted): t19, t23
+    trainer_saturation: float = 8.202  # CPU trainers at which async scaling halves (fitted): t19
     dense_sync_batches: float = 20.0  # CPU trainers sync dense weights every N mini-batches: t16
     reader_gbps: float = 0.6  # GB/s of raw features one reader server decodes and ships: t18
     trainer_mem_base: float = 0.55  # trainer memory share for the dense model, activations, input queues: t16
@@ -197,6 +211,8 @@ def required_gb(embedding_gb: Any, optimizer: Any = defaults.OPTIMIZER, embeddin
 class Hw:
     """Each row's platform figures, one array per numeric field of catalog.Platform (same names)."""
 
+    sockets: np.ndarray
+    cores: np.ndarray
     gpus: np.ndarray
     cpu_fp32_tflops: np.ndarray
     cpu_fp16_tflops: np.ndarray
@@ -227,6 +243,17 @@ def _platform_columns(hw: HardwareCatalog) -> pl.DataFrame:
     return pl.DataFrame(rows, schema={"platform": pl.String, **{f"hw_{k}": pl.Float64 for k in HW_KEYS}})
 
 
+def _with_hardware(frame: pl.DataFrame, hw: HardwareCatalog) -> pl.DataFrame:
+    """Each row's platform figures as ``hw_*`` columns; a row's ``gpus`` (GPUs per server, when asked
+    about) replaces its platform's."""
+    out = frame.join(_platform_columns(hw), on="platform", how="left")
+    if "gpus" in frame.columns:
+        out = out.with_columns(
+            pl.coalesce(pl.col("gpus").cast(pl.Float64), pl.col("hw_gpus")).alias("hw_gpus")
+        )
+    return out
+
+
 def _with_defaults(frame: pl.DataFrame) -> pl.DataFrame:
     """The model-only workload columns a frame may lack, with their defaults (synthetic_fleet.defaults)."""
     fill = {
@@ -251,7 +278,7 @@ def fit_frame(frame: pl.DataFrame, hw: HardwareCatalog) -> pl.DataFrame:
     row (``n_trainers`` servers) after the catalog's reserve. Unknown platforms get nulls.
     """
     ps_gb = hw.ps_server_gb
-    f = _with_defaults(frame).join(_platform_columns(hw), on="platform", how="left")
+    f = _with_hardware(_with_defaults(frame), hw)
     servers = pl.col("n_trainers").cast(pl.Float64)
     hbm = pl.col("hw_gpus") * pl.col("hw_hbm_gb_per_gpu") * (1 - hw.hbm_reserve) * servers
     dram = pl.col("hw_dram_gb") * (1 - hw.dram_reserve) * servers
@@ -331,14 +358,15 @@ def _per_example(base: pl.DataFrame, coef: Coefficients) -> pl.DataFrame:
 
     def work(half: float) -> pl.Expr:
         """GEMM work per example at a tile half-width: MLPs, the dot interaction's batched GEMM, and the
-        DCNv2 cross layers (two low-rank GEMMs each)."""
+        DCNv2 cross layers (two low-rank GEMMs each). The batched GEMM's rows are examples x features, so
+        only its output width (the features) pays the tile penalty; its K is the embedding dimension."""
         mlp = _gemm_work(bottom, half) + _gemm_work(top, half) + (top_in + half) * (top.list.first() + half)
-        inter = pl.when(dot).then((f_vec + half) * (f_vec + half) * d / 2).otherwise(0.0)
+        inter = pl.when(dot).then(f_vec * (f_vec + half) * d / 2).otherwise(0.0)
         cross = pl.when(dcn).then(2 * layers * (concat + half) * (rank + half)).otherwise(0.0)
         return 6.0 * (mlp + inter + cross)
 
     n_layers = bottom.list.len() - 1 + top.list.len() + pl.when(dcn).then(layers).otherwise(0.0)
-    fused = pl.col("kernels") == "fused"
+    per_table = pl.col("kernels") == "per_table"
     return base.with_columns(
         (
             _layer_products(bottom)
@@ -351,7 +379,7 @@ def _per_example(base: pl.DataFrame, coef: Coefficients) -> pl.DataFrame:
         work(coef.gemm_half_cpu).alias("mlp_work_cpu"),
         work(coef.gemm_half_gpu).alias("mlp_work_gpu"),
         (OPS_PER_LAYER * n_layers + OPS_PER_ITERATION).alias("ops_per_iteration"),
-        (OPS_PER_TABLE * pl.when(fused).then(1.0).otherwise(pl.col("n_tables").cast(pl.Float64))).alias(
+        (OPS_PER_TABLE * pl.when(per_table).then(pl.col("n_tables").cast(pl.Float64)).otherwise(1.0)).alias(
             "table_ops"
         ),
     ).with_columns(
@@ -380,7 +408,7 @@ class Rows:
     is_gpu: np.ndarray  # bool
     remote: np.ndarray  # bool: remote_ps
     local: np.ndarray  # bool: system_memory
-    fused: np.ndarray  # bool: one batched embedding kernel, graph-launched
+    kernels: np.ndarray  # str: per_table | fused | compiled | graph (how the framework issues operators)
     n_srv: np.ndarray  # servers of the trainer platform (n_trainers)
     n_ps: np.ndarray
     n_dps: np.ndarray
@@ -405,6 +433,7 @@ class Rows:
     remote_bytes: np.ndarray  # indices out, pooled vectors back, pooled gradients out
     nic: np.ndarray  # usable NIC of one server, bytes/s
     host_locality: np.ndarray
+    cores: np.ndarray  # CPU cores of one server (stated, else sockets x defaults.CORES_PER_SOCKET)
 
 
 ARRAY_COLUMNS = (
@@ -445,7 +474,7 @@ def _rows(x: pl.DataFrame, hw: Hw, coef: Coefficients) -> Rows:
         is_gpu=hw.gpus > 0,
         remote=placement == "remote_ps",
         local=placement == "system_memory",
-        fused=text["kernels"] == "fused",
+        kernels=text["kernels"],
         n_srv=n_srv,
         n_ps=np.nan_to_num(c["n_sparse_ps"]),
         n_dps=np.nan_to_num(c["n_dense_ps"]),
@@ -470,6 +499,7 @@ def _rows(x: pl.DataFrame, hw: Hw, coef: Coefficients) -> Rows:
         remote_bytes=c["index_bytes_per_example"] + 2 * c["pooled_bytes_per_example"],
         nic=hw.nic_gb_per_s * GB * coef.eta_net,
         host_locality=1.0 / (1.0 + c["required_gb"] / n_srv / coef.cpu_locality_gb),
+        cores=np.where(hw.cores > 0, hw.cores, np.maximum(hw.sockets, 1) * defaults.CORES_PER_SOCKET),
     )
 
 
@@ -479,7 +509,7 @@ def predict_frame(frame: pl.DataFrame, hw: HardwareCatalog, coef: Coefficients =
     The model-only workload columns (``lookup_power_law_alpha``, ``precision``, ``optimizer``,
     ``kernels``, ``dcn_layers``, ``dcn_rank``) are optional (defaults in synthetic_fleet.defaults).
     """
-    base = fit_frame(frame, hw).join(_platform_columns(hw), on="platform", how="left")
+    base = _with_hardware(fit_frame(frame, hw), hw)
     x = _per_example(_with_defaults(base), coef)
     arrays = Hw(**{k: x.get_column(f"hw_{k}").fill_null(np.nan).to_numpy() for k in HW_KEYS})
     fits = x.get_column("fits").fill_null(False).to_numpy()
@@ -506,23 +536,25 @@ def predict_frame(frame: pl.DataFrame, hw: HardwareCatalog, coef: Coefficients =
 
 
 def _mlp_time(
-    work: np.ndarray, rows_per_device: np.ndarray, half: float, peak: np.ndarray, eta: float
+    work: np.ndarray, rows: np.ndarray, half: np.ndarray, peak: np.ndarray, eta: float
 ) -> np.ndarray:
-    """Seconds for the MLPs of ``rows_per_device`` examples on one device: GEMM work at ``eta`` of the
-    peak, with the batch dimension's efficiency rows / (rows + half). Saturating in the batch: the time
-    per example falls toward work / (eta x peak) and never rises."""
-    return work * (rows_per_device + half) / (peak * eta)
+    """Seconds for the MLPs of ``rows`` examples on one device: GEMM work at ``eta`` of the peak, with the
+    batch dimension's efficiency rows / (rows + half). Saturating in the batch: the time per example falls
+    toward work / (eta x peak) and never rises."""
+    return work * (rows + half) / (peak * eta)
 
 
 @dataclass(frozen=True)
 class SparsePS:
-    """Remote sparse parameter servers and readers: rates in examples/s (inf = no constraint)."""
+    """Remote sparse parameter servers, readers and the trainers' intake of the readers' examples: rates in
+    examples/s (inf = no constraint)."""
 
     imbalance: np.ndarray
     rate_mem: np.ndarray
     rate_net: np.ndarray
     r_ps: np.ndarray
     r_rd: np.ndarray
+    r_in: np.ndarray
 
 
 def _sparse_ps_stage(r: Rows, ps: Platform, coef: Coefficients) -> SparsePS:
@@ -541,7 +573,10 @@ def _sparse_ps_stage(r: Rows, ps: Platform, coef: Coefficients) -> SparsePS:
     # sync directly.
     r_ps = np.where(r.remote & (n_ps > 0), np.minimum(rate_mem, rate_net), np.inf)
     r_rd = np.where(r.n_rd > 0, r.n_rd * coef.reader_gbps * GB / r.input_bytes, np.inf)
-    return SparsePS(imbalance, rate_mem, rate_net, r_ps, r_rd)
+    # The readers' examples reach the trainers over the trainers' NICs (without a reader tier the data is
+    # local); see _with_intake for how the intake overlaps the trainers' iterations.
+    r_in = np.where(r.n_rd > 0, r.n_srv * r.nic / r.input_bytes, np.inf)
+    return SparsePS(imbalance, rate_mem, rate_net, r_ps, r_rd, r_in)
 
 
 def _cpu_peak(hw: Hw, precision: np.ndarray) -> np.ndarray:
@@ -562,16 +597,23 @@ def _gpu_peak(hw: Hw, precision: np.ndarray) -> np.ndarray:
 
 
 def _dispatch(ops: np.ndarray, r: Rows, coef: Coefficients) -> np.ndarray:
-    """Seconds per iteration a GPU server spends issuing ``ops`` operators: an eager framework's dispatch
-    and device sync each, or a graph-launched kernel each when the workload's kernels are fused."""
-    return ops * np.where(r.fused, coef.launch_s, coef.dispatch_s)
+    """Seconds per iteration a GPU server spends issuing ``ops`` operators, at the cost per operator of the
+    workload's kernel mode: the paper's eager per-table stack, eager Python launches of fused kernels, a
+    compiled runtime's launches, or kernels launched from a captured graph."""
+    cost = np.select(
+        [r.kernels == "graph", r.kernels == "compiled", r.kernels == "fused"],
+        [coef.graph_launch_s, coef.compiled_launch_s, coef.fused_launch_s],
+        default=coef.dispatch_s,
+    )
+    return ops * cost
 
 
 @dataclass(frozen=True)
 class CpuTrainers:
-    """Asynchronous CPU trainers: one mini-batch's terms (s) and the cluster's rates (examples/s)."""
+    """CPU trainers: one mini-batch's terms (s) and the cluster's rates (examples/s)."""
 
     t_compute: np.ndarray
+    t_mlp: np.ndarray
     t_gather: np.ndarray
     t_net: np.ndarray
     t_batch: np.ndarray
@@ -582,24 +624,31 @@ class CpuTrainers:
 
 
 def _cpu_trainer_stage(r: Rows, hw: Hw, ps: Platform, coef: Coefficients) -> CpuTrainers:
-    """Asynchronous CPU trainers (batch per trainer). remote_ps: lookups go to the PS over the NIC;
-    system_memory: the tables are sharded over the trainers' DRAM, each trainer gathers its shard's rows
-    from DRAM and exchanges the other shards' pooled vectors over the NIC."""
+    """CPU trainers (batch per trainer). remote_ps: asynchronous trainers; lookups go to the PS over the NIC
+    and the dense weights sync with the dense PS every ``dense_sync_batches`` mini-batches. system_memory:
+    the tables are sharded over the trainers' DRAM, so the trainers run as one synchronous job (every
+    iteration needs every shard's pooled vectors): each gathers its shard's rows from DRAM, exchanges the
+    other shards' pooled vectors over the NIC and all-reduces the dense gradients (a ring) every iteration."""
     batch, n_srv = r.batch, r.n_srv
-    t_mlp = _mlp_time(
-        r.mlp_work_cpu, batch, coef.batch_half_cpu, _cpu_peak(hw, r.precision), coef.eta_mlp_cpu
-    )
+    # Each core computes a slice of the batch: the GEMM rows per core set the achieved efficiency.
+    half = coef.core_rows_cpu * r.cores
+    t_mlp = _mlp_time(r.mlp_work_cpu, batch, half, _cpu_peak(hw, r.precision), coef.eta_mlp_cpu)
     dram = hw.dram_bw_gb_per_s * GB * coef.eta_dram * r.host_locality
     t_gather = np.where(r.local, batch * r.train_bytes / dram, 0.0)
     # CPU operators run on the cores that compute them: no launch or device sync per operator.
     t_compute = t_mlp + t_gather  # one mini-batch
     # Sharded tables: the other shards' pooled vectors and their gradients travel at the workload's
-    # communication precision.
+    # communication precision; so do the dense gradients of the synchronous all-reduce.
+    others = (n_srv - 1) / n_srv
     exchange = r.remote_bytes - 2 * r.pooled_bytes * (1 - r.comm_bytes / BYTES_FP32)
-    lookup_net = np.where(r.remote, r.remote_bytes, np.where(r.local, exchange * (n_srv - 1) / n_srv, 0.0))
-    t_net = batch * (lookup_net + 2 * r.dense_bytes / (batch * coef.dense_sync_batches)) / r.nic
+    sync = batch * exchange * others + 2 * others * r.dense_bytes / BYTES_FP32 * r.comm_bytes
+    asynchronous = (
+        batch * np.where(r.remote, r.remote_bytes, 0.0) + 2 * r.dense_bytes / coef.dense_sync_batches
+    )
+    t_net = np.where(r.local, sync, asynchronous) / r.nic
     t_batch = np.maximum(t_compute, t_net) + coef.kappa * np.minimum(t_compute, t_net)
-    scaling = 1.0 / (1.0 + n_srv / coef.trainer_saturation)
+    # Asynchronous trainers lose to stale updates as they multiply; a synchronous job pays its exchange.
+    scaling = np.where(r.local, 1.0, 1.0 / (1.0 + n_srv / coef.trainer_saturation))
     ps_nic = ps.nic_gb_per_s * GB * coef.eta_net
     r_dps = np.where(
         r.n_dps > 0, r.n_dps * ps_nic * batch * coef.dense_sync_batches / (2 * r.dense_bytes), np.inf
@@ -607,9 +656,8 @@ def _cpu_trainer_stage(r: Rows, hw: Hw, ps: Platform, coef: Coefficients) -> Cpu
     name = np.where(
         t_compute >= t_net, np.where(t_gather > t_mlp, "embedding_lookup", "mlp_compute"), "trainer_network"
     )
-    return CpuTrainers(
-        t_compute, t_gather, t_net, t_batch, scaling, n_srv * batch / t_batch * scaling, r_dps, name
-    )
+    rate = n_srv * batch / t_batch * scaling
+    return CpuTrainers(t_compute, t_mlp, t_gather, t_net, t_batch, scaling, rate, r_dps, name)
 
 
 @dataclass(frozen=True)
@@ -685,12 +733,15 @@ class GpuComm:
 def _gpu_communication(r: Rows, hw: Hw, span: np.ndarray, coef: Coefficients) -> GpuComm:
     """All-to-all of sharded tables and the dense all-reduce: bytes over the GPU links inside a server and
     over the NICs between servers (hierarchical all-reduce: a ring inside each server, then one across
-    servers), plus one message latency per peer GPU, forward and backward."""
+    servers), plus a latency per message to each peer GPU, forward and backward: fused kernels aggregate
+    every table's vectors into one message per peer, as collective libraries do; a per-table stack runs
+    one all-to-all per table, each with its issue and synchronisation cost. A server whose GPUs have no
+    links stages their traffic through host memory, at the rate its host moves it (fitted: no spec-sheet
+    figure gives it)."""
     batch, n_srv, gpus = r.batch, r.n_srv, r.gpus
     per_server = np.maximum(hw.gpus, 1)
-    # GPU-GPU link; without one (0), traffic goes through the host over PCIe.
-    link = np.where(hw.gpu_link_gb_per_s > 0, hw.gpu_link_gb_per_s, hw.pcie_gb_per_s)
-    link = link.clip(TINY) * GB * coef.eta_link
+    linked = hw.gpu_link_gb_per_s > 0
+    link = np.where(linked, hw.gpu_link_gb_per_s, 1.0) * GB * coef.eta_link
     # Tables that span GPUs are sharded over all of them (balanced), so every GPU exchanges with every peer.
     sharded = np.isin(r.placement, ["gpu_hbm", "hybrid"]) & (span > 1) & (gpus > 1)
     # Each GPU sends its share of every table's pooled output to every other GPU, fwd and bwd.
@@ -699,13 +750,21 @@ def _gpu_communication(r: Rows, hw: Hw, span: np.ndarray, coef: Coefficients) ->
     off_server = (gpus - per_server) / np.maximum(gpus - 1, 1)  # share of peers on other servers
     a2a_nic = a2a_gpu * off_server * per_server  # bytes through one server's NIC
     peers_in, peers_out = per_server - 1, gpus - per_server
-    t_latency = np.where(
-        sharded, 2 * (peers_in * coef.peer_latency_s + peers_out * coef.nic_peer_latency_s), 0.0
-    )
+    # One all-to-all each way: a message to every peer (collective libraries aggregate a fused workload's
+    # tables into one message per peer); a per-table stack runs one collective per table, each paying the
+    # eager stack's issue and synchronisation on top of its messages.
+    per_table = r.kernels == "per_table"
+    collectives = np.where(per_table, r.n_tab, 1.0)
+    messages = peers_in * coef.peer_latency_s + peers_out * coef.nic_peer_latency_s
+    per_collective = messages + np.where(per_table, coef.table_collective_s, 0.0)
+    t_latency = np.where(sharded, 2 * collectives * per_collective, 0.0)
     dense = r.dense_bytes / BYTES_FP32 * r.comm_bytes
     ring_nic = np.where(n_srv > 1, 2 * (n_srv - 1) / n_srv * dense, 0.0)
-    t_links = a2a_gpu * (1 - off_server) / link
-    t_links = t_links + np.where(per_server > 1, 2 * (per_server - 1) / per_server * dense / link, 0.0)
+    # Bytes one GPU moves inside its server: its all-to-all share and its ring all-reduce share.
+    in_server = a2a_gpu * (1 - off_server) + np.where(
+        per_server > 1, 2 * (per_server - 1) / per_server * dense, 0.0
+    )
+    t_links = np.where(linked, in_server / link, in_server * per_server / (coef.host_stage_gbps * GB))
     t_nic = (a2a_nic + ring_nic) / r.nic
     # The label names the largest part: NICs between servers, per-peer messages, or GPU-link bytes.
     parts = np.vstack([t_nic, t_latency, t_links])
@@ -731,9 +790,12 @@ class GpuIteration:
 def _gpu_iteration_stage(r: Rows, hw: Hw, coef: Coefficients, hbm_reserve: float) -> GpuIteration:
     """Synchronous data-parallel GPU servers over all their GPUs with one global batch."""
     batch = r.batch
-    t_mlp = _mlp_time(
-        r.mlp_work_gpu, batch / r.gpus, coef.batch_half_gpu, _gpu_peak(hw, r.precision), coef.eta_mlp_gpu
-    )
+    # The per-iteration weight-side work (weights streamed by every GEMM, gradients, the optimizer's update)
+    # costs more rows of compute on a GPU whose peak outruns its memory (its ridge point, FLOP per byte): a
+    # tensor-core GPU needs larger batches than an fp32 one to reach its peak.
+    peak = _gpu_peak(hw, r.precision)
+    half = coef.ridge_rows_gpu * peak / np.maximum(hw.hbm_bw_gb_per_s_per_gpu * GB, TINY)
+    t_mlp = _mlp_time(r.mlp_work_gpu, batch / r.gpus, half, peak, coef.eta_mlp_gpu)
     emb = _gpu_embedding(r, hw, coef, hbm_reserve)
     comm = _gpu_communication(r, hw, emb.span, coef)
     # Embedding kernels run on the GPUs unless host-side pooling or remote PS move that work to the CPUs.
@@ -762,7 +824,8 @@ def _evaluate(r: Rows, hw: Hw, ps: Platform, coef: Coefficients, hbm_reserve: fl
     sps = _sparse_ps_stage(r, ps, coef)
     cpu = _cpu_trainer_stage(r, hw, ps, coef)
     gpu = _gpu_iteration_stage(r, hw, coef, hbm_reserve)
-    stages = np.vstack([np.where(r.is_gpu, gpu.rate, cpu.rate), sps.r_ps, cpu.r_dps, sps.r_rd])
+    trainers = _with_intake(np.where(r.is_gpu, gpu.rate, cpu.rate), sps.r_in, coef.kappa)
+    stages = np.vstack([trainers, sps.r_ps, cpu.r_dps, sps.r_rd])
     thr = stages.min(axis=0)
     ps_name = np.where(sps.rate_mem <= sps.rate_net, "ps_memory_bandwidth", "ps_network")
     labels = np.vstack(
@@ -773,6 +836,8 @@ def _evaluate(r: Rows, hw: Hw, ps: Platform, coef: Coefficients, hbm_reserve: fl
             np.full(r.n, "readers"),
         ]
     )
+    # The trainers' stage is named by its intake where the intake is slower than their iterations.
+    labels[0] = np.where(sps.r_in < np.where(r.is_gpu, gpu.rate, cpu.rate), "trainer_network", labels[0])
     util = _utilisation(r, hw, sps, cpu, gpu, thr, ps, coef)
     return {
         "throughput_eps": thr,
@@ -788,6 +853,14 @@ def _evaluate(r: Rows, hw: Hw, ps: Platform, coef: Coefficients, hbm_reserve: fl
     }
 
 
+def _with_intake(rate: np.ndarray, intake: np.ndarray, kappa: float) -> np.ndarray:
+    """The trainers' rate with their intake of examples: receiving prefetched examples overlaps the
+    iterations, except for the share ``kappa`` of the shorter one (the host's cores, memory and PCIe serve
+    both), as the iteration's own terms overlap."""
+    t_iter, t_in = 1.0 / np.maximum(rate, TINY), 1.0 / np.maximum(intake, TINY)
+    return 1.0 / (np.maximum(t_iter, t_in) + kappa * np.minimum(t_iter, t_in))
+
+
 def _terms(
     r: Rows, sps: SparsePS, cpu: CpuTrainers, gpu: GpuIteration, thr: np.ndarray
 ) -> dict[str, np.ndarray]:
@@ -799,15 +872,19 @@ def _terms(
         batch * n_srv / np.minimum(sps.rate_mem, sps.rate_net),
         np.where(r.local, cpu.t_gather, np.nan),
     )
+    t_intake = per_iter / np.maximum(sps.r_in, TINY)
     return {
-        "t_mlp_s": np.where(is_gpu, gpu.t_mlp, cpu.t_compute - cpu.t_gather),
+        "t_mlp_s": np.where(is_gpu, gpu.t_mlp, cpu.t_mlp),
         "t_embedding_s": np.where(is_gpu, gpu.emb.t_emb, cpu_emb),
         "t_network_s": np.where(is_gpu, gpu.t_comm, cpu.t_net),
         "t_overhead_s": np.where(is_gpu, gpu.t_ovh, 0.0),
         "t_reader_s": per_iter / np.maximum(sps.r_rd, TINY),
         "t_iteration_s": per_iter / np.maximum(thr, TINY),
-        "t_lower_bound_s": np.where(is_gpu, gpu.lo + gpu.t_ovh, np.maximum(cpu.t_compute, cpu.t_net)),
-        "t_upper_bound_s": np.where(is_gpu, gpu.hi + gpu.t_ovh, cpu.t_compute + cpu.t_net),
+        # Bounds of the trainers' stage: its iteration with the intake of examples overlapped or serial.
+        "t_lower_bound_s": np.maximum(
+            np.where(is_gpu, gpu.lo + gpu.t_ovh, np.maximum(cpu.t_compute, cpu.t_net)), t_intake
+        ),
+        "t_upper_bound_s": np.where(is_gpu, gpu.hi + gpu.t_ovh, cpu.t_compute + cpu.t_net) + t_intake,
     }
 
 

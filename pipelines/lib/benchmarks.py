@@ -17,13 +17,14 @@ leave-one-system-out error (shared coefficients re-fitted without the system, th
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
+from pipelines.lib.fit import fit_coefficients
 from synthetic_fleet.catalog import HardwareCatalog, ModelSpec, load_hardware, load_models
 from synthetic_fleet.model import DEFAULT, Coefficients, predict_frame
 
@@ -33,18 +34,18 @@ EXAMPLES = ROOT / "examples" / "mlperf"
 ROUNDS = ("v0.7", "v1.0")
 TRAIN_SAMPLES = 4_195_197_692  # Criteo Terabyte training examples per epoch
 MODEL = "dlrm"
-# Shared coefficients the public benchmarks fit (hardware physics common to every platform).
-FITTED = ("eta_mlp_gpu", "eta_mlp_cpu", "launch_s", "nic_peer_latency_s", "batch_half_gpu", "batch_half_cpu")
-# Physical bounds of each fitted coefficient: shares of a peak are at most 1; a kernel launch (even from a
-# captured graph) and a message between servers (InfiniBand) take at least about a microsecond.
-BOUNDS = {
-    "eta_mlp_gpu": (0.01, 1.0),
-    "eta_mlp_cpu": (0.01, 1.0),
-    "launch_s": (1e-6, 1e-3),
-    "nic_peer_latency_s": (1e-6, 1e-3),
-    "batch_half_gpu": (1.0, 1e5),
-    "batch_half_cpu": (1.0, 1e5),
-}
+# Shared coefficients the public benchmarks inform (hardware and software physics common to every platform,
+# never one per system); leave-one-system-out re-fits them all without the system it then predicts.
+FITTED = (
+    "eta_mlp_gpu",
+    "eta_mlp_cpu",
+    "ridge_rows_gpu",
+    "core_rows_cpu",
+    "fused_launch_s",
+    "compiled_launch_s",
+    "graph_launch_s",
+    "host_stage_gbps",
+)
 WITHIN, MEDIAN_WITHIN, SPEARMAN_MIN, SCALING_WITHIN = 1.5, 1.2, 0.9, 1.3
 # Multi-node scaling pairs (many nodes, one node of the same kind).
 SCALING = (
@@ -109,13 +110,17 @@ def example_catalogs() -> tuple[HardwareCatalog, dict[str, ModelSpec]]:
 
 
 def configurations(obs: pl.DataFrame, hw: HardwareCatalog, model: ModelSpec) -> pl.DataFrame:
-    """One model row per observed system: the benchmark's workload on the system's platform and nodes, its
-    tables in GPU memory (GPU) or sharded over the nodes' DRAM (CPU), at the batch it ran (per node on
-    CPU platforms, whose batch is per trainer)."""
+    """One model row per observed system: the benchmark's workload as it ran on the system's platform (its
+    kernel mode there) and nodes, its tables in GPU memory (GPU) or sharded over the nodes' DRAM (CPU), at
+    the batch it ran (per node on CPU platforms, whose batch is per trainer)."""
     gpus = obs["platform"].replace_strict({k: v.gpus for k, v in hw.platforms.items()}, default=0)
-    base = {k: v for k, v in model.workload("cpu", gpus=0).items() if k != "batch_size"}
-    return obs.select("platform", "nodes", "global_batch").with_columns(
-        *[pl.lit(v).alias(k) for k, v in base.items()],
+    work = pl.DataFrame(
+        [
+            {k: v for k, v in model.workload(p, hw.platform(p).gpus).items() if k != "batch_size"}
+            for p in obs["platform"]
+        ]
+    )
+    return pl.concat([obs.select("platform", "nodes", "global_batch"), work], how="horizontal").with_columns(
         pl.when(gpus > 0).then(pl.lit("gpu_hbm")).otherwise(pl.lit("system_memory")).alias("placement"),
         pl.when(gpus > 0)
         .then(pl.col("global_batch"))
@@ -141,31 +146,9 @@ def fit(
     start: Coefficients = DEFAULT,
     names: tuple[str, ...] = FITTED,
 ) -> Coefficients:
-    """Least squares on log(predicted / observed) over the rows, of the shared coefficients ``names``
-    (log-parametrised, so they stay positive)."""
-    from scipy.optimize import least_squares
-
-    lo, hi = (np.log([BOUNDS[k][i] for k in names]) for i in (0, 1))
-    x0 = np.clip(np.log([getattr(start, k) for k in names]), lo, hi)
-
-    def coef_at(x: np.ndarray) -> Coefficients:
-        return replace(start, **{k: float(np.exp(v)) for k, v in zip(names, x, strict=True)})
-
-    def residuals(x: np.ndarray) -> np.ndarray:
-        p = predicted(rows, hw, coef_at(x))
-        return np.where(np.isfinite(p) & (p > 0), np.log(np.maximum(p, 1.0) / observed_eps), 10.0)
-
-    sol = least_squares(
-        residuals,
-        x0,
-        bounds=(lo, hi),
-        method="trf",
-        loss="soft_l1",
-        f_scale=0.3,
-        diff_step=1e-3,
-        max_nfev=200,
-    )
-    return coef_at(sol.x)
+    """The shared coefficients ``names`` fitted on the rows (pipelines.lib.fit: least squares on log
+    ratios within physical bounds)."""
+    return fit_coefficients(rows, observed_eps, hw, start, names)
 
 
 def leave_one_out(
