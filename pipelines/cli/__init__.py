@@ -18,8 +18,10 @@ from pipelines.lib.preflight import (
     check_workload_config,
 )
 
-# Subcommands that read the data home's own hardware and model catalogs (catalog/*.yaml).
+# Subcommands that read the data home's own hardware and model catalogs (catalog/*.yaml); the planning
+# ones leave an invalid entry out (naming it) and use the others.
 USES_USER_CATALOG = {"demo", "synth", "run", "ingest", "whatif", "recommend"}
+PLANNING = {"whatif", "recommend"}
 
 
 def prepare(args: argparse.Namespace) -> None:
@@ -29,7 +31,7 @@ def prepare(args: argparse.Namespace) -> None:
         check_home(home)
         args.home = str(home.root)
         if args.command in USES_USER_CATALOG:
-            check_user_catalogs(home)
+            check_user_catalogs(home, lenient=args.command in PLANNING)
         if args.command == "query" and args.name:
             _check_query(args, home)
     if getattr(args, "config", None):

@@ -21,10 +21,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from synthetic_fleet import defaults, fields
+from synthetic_fleet import fields
 from synthetic_fleet.bottlenecks import BOTTLENECKS
 from synthetic_fleet.catalog import HardwareCatalog, ModelSpec
 from synthetic_fleet.model import DEFAULT, Coefficients, predict_frame
+from synthetic_fleet.sizing import size_servers, system_row, workload_of_model
 
 OBJECTIVES = ("throughput", "perf_per_watt")
 MIN_RUNS = 60  # fewer observed runs than this: no correction model
@@ -34,8 +35,6 @@ BAND_SAMPLES = 48  # coefficient draws for the analytical band (no fleet history
 # DLRM measurements show (paper §V; TorchRec's planner uses fixed efficiencies of the same order).
 COEF_SPREAD = 0.15
 BAND = (0.1, 0.9)  # the band's nominal quantiles (an 80 % interval)
-SATURATION = 0.99  # a tier is sized at the smallest count that reaches this share of its ample throughput
-SEARCH_MAX = 256  # largest sparse-PS count the sizing search tries
 SAMPLED = (
     "eta_mlp_cpu",
     "eta_mlp_gpu",
@@ -44,7 +43,8 @@ SAMPLED = (
     "eta_ps_dram",
     "eta_dram",
     "dispatch_s",
-    "launch_s",
+    "fused_launch_s",
+    "graph_launch_s",
     "host_copy_gbps",
     "kappa",
 )
@@ -217,96 +217,33 @@ def fit_correction(fleet: Fleet, hw: HardwareCatalog, coef: Coefficients = DEFAU
 # -------------------------------------------------------------------------------------- candidates
 
 
-def workload_of_model(spec: ModelSpec) -> dict[str, Any]:
-    """A catalog model as a workload: its shape, its batch per platform and its production CPU setup."""
-    return {k: spec.name if k == "model_name" else getattr(spec, k) for k in fields.workload_keys()} | {
-        "batch_map": dict(spec.batch_size),
-        "cpu_baseline": dict(spec.cpu_baseline) if spec.cpu_baseline else None,
-    }
-
-
-def batch_on(workload: dict[str, Any], platform: str, gpus: int) -> int:
-    """The workload's batch on a platform: its batch map's entry; else ``batch_cpu`` / ``batch_gpu``;
-    else the default of the platform kind (synthetic_fleet.defaults: 512 per CPU trainer, 512 per GPU)."""
-    batch_map = workload.get("batch_map") or {}
-    if platform in batch_map:
-        return int(batch_map[platform])
-    given = workload.get("batch_cpu" if gpus == 0 else "batch_gpu")
-    return int(given) if given else defaults.batch_for(batch_map, platform, gpus)
-
-
 def candidates(
-    workload: dict[str, Any], hw: HardwareCatalog, fleet: Fleet, platforms: Iterable[str] | None = None
+    workload: dict[str, Any],
+    hw: HardwareCatalog,
+    fleet: Fleet,
+    platforms: Iterable[str] | None = None,
+    coef: Coefficients = DEFAULT,
 ) -> pl.DataFrame:
-    """One system per modelled platform x placement, sized as a planner would: CPU trainers as the fleet
-    runs this model (else its production CPU setup, else the CPU default of synthetic_fleet.defaults), one
-    GPU server, every other tier by its binding constraint (see ``_size_servers``)."""
+    """One system per modelled platform x placement, built and sized as `fleet whatif` builds them
+    (synthetic_fleet.sizing): the server counts the workload's settings give (``system``) are kept; CPU
+    trainers are otherwise as the fleet runs this model (else its production CPU setup, else the CPU default
+    of synthetic_fleet.defaults); every other tier is sized by its binding constraint."""
     name = workload.get("model_name") or "(custom)"
+    asked = dict(workload.get("system") or {})
     rows = []
     for platform, spec in sorted(hw.platforms.items()):
         if not spec.modelled or (platforms and platform not in platforms):
             continue
-        hbm_usable = spec.gpus * (spec.hbm_gb_per_gpu or 0) * (1 - hw.hbm_reserve)
-        for placement in spec.placements:
-            if placement == "hybrid" and workload["embedding_gb"] <= hbm_usable:
-                continue  # the tables fit HBM: hybrid would be gpu_hbm under another name
-            row = {k: workload[k] for k in fields.workload_keys() if workload.get(k) is not None}
-            trainers = defaults.system_for(workload.get("cpu_baseline"), spec.gpus)["n_trainers"]
-            if spec.gpus == 0:
-                trainers = fleet.modal(name, platform, "n_trainers") or trainers
-            # 0 servers in a tier = no constraint from it, until _size_servers sizes it.
-            row.update(
-                platform=platform,
-                placement=placement,
-                batch_size=batch_on(workload, platform, spec.gpus),
-                n_trainers=trainers,
-                n_dense_ps=0,
-                n_sparse_ps=0,
-                n_readers=0,
-            )
-            rows.append(row)
+        if "gpus" in asked and spec.gpus == 0:
+            continue  # a GPU count asks about GPU servers
+        counts = dict(asked)
+        if spec.gpus == 0 and "n_trainers" not in counts:
+            modal = fleet.modal(name, platform, "n_trainers")
+            if modal:
+                counts["n_trainers"] = modal
+        rows += [system_row(workload, platform, placement, hw, counts) for placement in spec.placements]
     frame = pl.DataFrame(rows, infer_schema_length=None)
-    return _size_servers(frame, hw) if frame.height else frame
-
-
-def _smallest(
-    frame: pl.DataFrame, rows: np.ndarray, column: str, hw: HardwareCatalog, coef: Coefficients
-) -> np.ndarray:
-    """Per row in ``rows``: the smallest count of ``column`` (1..SEARCH_MAX) whose throughput reaches
-    SATURATION of the best any count gives, with the tables fitting; one model evaluation for all."""
-    out = frame[column].to_numpy().copy()
-    idx = np.flatnonzero(rows)
-    if not idx.size:
-        return out
-    counts = np.arange(1, SEARCH_MAX + 1)
-    trial = (
-        frame[idx]
-        .select(pl.all().repeat_by(SEARCH_MAX).explode())
-        .with_columns(pl.Series(column, np.tile(counts, idx.size), pl.Int32))
-    )
-    p = predict_frame(trial, hw, coef)
-    thr = p["throughput_eps"].fill_null(0.0).to_numpy().reshape(idx.size, SEARCH_MAX)
-    good = thr >= SATURATION * thr.max(axis=1, keepdims=True)
-    good &= thr > 0
-    out[idx] = np.where(good.any(axis=1), counts[good.argmax(axis=1)], out[idx])
-    return out
-
-
-def _size_servers(frame: pl.DataFrame, hw: HardwareCatalog, coef: Coefficients = DEFAULT) -> pl.DataFrame:
-    """Each tier by its binding constraint: sparse PS (remote_ps) at the smallest count that holds the
-    tables with their optimizer state and reaches the throughput (PS memory bandwidth, network); then CPU
-    dense PS the same way; readers for the throughput reached (0 readers = no reader constraint)."""
-    on_cpu = frame.select(
-        pl.col("platform").replace_strict({k: v.gpus == 0 for k, v in hw.platforms.items()})
-    )
-    n_ps = _smallest(frame, frame["placement"].to_numpy() == "remote_ps", "n_sparse_ps", hw, coef)
-    frame = frame.with_columns(pl.Series("n_sparse_ps", n_ps.astype(np.int32)))
-    n_dps = _smallest(frame, on_cpu.to_series().to_numpy(), "n_dense_ps", hw, coef)
-    frame = frame.with_columns(pl.Series("n_dense_ps", n_dps.astype(np.int32)))
-    p = predict_frame(frame, hw, coef)
-    thr = p["throughput_eps"].fill_null(0).to_numpy()
-    n_rd = np.ceil(thr * p["input_bytes_per_example"].to_numpy() / (coef.reader_gbps * 1e9)).clip(1, None)
-    return frame.with_columns(pl.Series("n_readers", n_rd.astype(np.int32)))
+    return size_servers(frame, hw, coef) if frame.height else frame
 
 
 # ------------------------------------------------------------------------------------ predictions
@@ -389,7 +326,7 @@ def recommend(
     """Every option for the workload, ranked under the objective; the first fitting one is recommended."""
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; valid: {', '.join(OBJECTIVES)}")
-    cand = candidates(workload, hw, fleet, platforms)
+    cand = candidates(workload, hw, fleet, platforms, coef)
     if cand.is_empty():
         raise ValueError(
             "no modelled platform to compare" + (f" among {', '.join(platforms)}" if platforms else "")
@@ -451,7 +388,43 @@ def recommend(
         .with_row_index("rank", offset=1)
     )
     res = res.with_columns(((pl.col("rank") == 1) & pl.col("fits")).alias("recommended"))
+    res = res.with_columns(_twin(res))
+    res = res.with_columns(_too_close(res, objective))
     return res.with_columns(_explain(res, score, workload)).drop("_cf_kind")
+
+
+def _twin(res: pl.DataFrame) -> pl.Expr:
+    """hybrid on a platform whose HBM holds the tables keeps them all there: the gpu_hbm option under
+    another name (the same prediction), so it is marked as such rather than compared with it."""
+    hbm = res.filter(pl.col("placement") == "gpu_hbm").select("platform", "p50_throughput_eps")
+    same = dict(zip(hbm["platform"].to_list(), hbm["p50_throughput_eps"].to_list(), strict=True))
+    return (
+        (
+            (pl.col("placement") == "hybrid")
+            & pl.col("fits")
+            & (pl.col("p50_throughput_eps") == pl.col("platform").replace_strict(same, default=None))
+        )
+        .fill_null(False)
+        .alias("same_as_gpu_hbm")
+    )
+
+
+def _too_close(res: pl.DataFrame, objective: str) -> pl.Expr:
+    """Options whose P10-P90 band overlaps the recommended option's (under the objective): the model
+    cannot tell them apart. The recommended option is flagged when any other option overlaps it."""
+    per_w = objective == "perf_per_watt"
+    lo = pl.col("p10_throughput_eps") / (pl.col("provisioned_w") if per_w else 1)
+    hi = pl.col("p90_throughput_eps") / (pl.col("provisioned_w") if per_w else 1)
+    best = res.filter(pl.col("recommended"))
+    if best.is_empty():
+        return pl.lit(False).alias("too_close_to_call")
+    b = best.select(lo.alias("lo"), hi.alias("hi")).row(0, named=True)
+    others = pl.col("fits") & ~pl.col("recommended") & ~pl.col("same_as_gpu_hbm")
+    overlaps = others & (lo <= b["hi"]) & (hi >= b["lo"])
+    any_overlap = bool(res.select((overlaps.fill_null(False)).any()).item())
+    return (
+        pl.when(pl.col("recommended")).then(pl.lit(any_overlap)).otherwise(overlaps.fill_null(False))
+    ).alias("too_close_to_call")
 
 
 def _count_flags(res: pl.DataFrame, fleet: Fleet, hw: HardwareCatalog) -> pl.Expr:
@@ -527,7 +500,16 @@ def _explain(res: pl.DataFrame, score: str, workload: dict[str, Any]) -> pl.Expr
         )
         .otherwise(pl.lit(""))
     )
-    fits_text = pl.concat_str([fits_text, drawn])
+    close = (
+        pl.when(pl.col("too_close_to_call") & pl.col("recommended"))
+        .then(pl.lit("; too close to call: another option's P10-P90 band overlaps this one's"))
+        .when(pl.col("too_close_to_call"))
+        .then(pl.lit("; too close to call with the recommended option (P10-P90 bands overlap)"))
+        .when(pl.col("same_as_gpu_hbm"))
+        .then(pl.lit("; the same as gpu_hbm here: the tables fit in HBM, so hybrid keeps them all there"))
+        .otherwise(pl.lit(""))
+    )
+    fits_text = pl.concat_str([fits_text, drawn, close])
     if best is not None:
         rel = pl.col(score) / best[score]
         fits_text = (
@@ -576,25 +558,53 @@ def fleet_workloads(fleet: Fleet, models: dict[str, ModelSpec]) -> dict[str, dic
     return out
 
 
-def observed(res: pl.DataFrame, fleet: Fleet) -> pl.DataFrame:
-    """Attach the fleet's median throughput for each option's model, platform, placement and trainer count."""
-    med = fleet.runs.group_by("model_name", "platform", "placement", "n_trainers").agg(
+def never_ran(workload: dict[str, Any], fleet: Fleet) -> str | None:
+    """Why the fleet's observations do not describe this workload (its model family never ran, or a shape
+    field lies outside what the family's runs cover), or None when they do."""
+    name = workload.get("model_name")
+    family = fleet.runs.filter(pl.col("model_name") == name) if name else fleet.runs.clear()
+    if family.is_empty():
+        return f"the fleet never ran {name or 'this workload'}"
+    for f in fields.shape_fields():
+        v = workload.get(f)
+        if v is None or f not in family.columns or family[f].null_count() == family.height:
+            continue
+        seen = family[f].drop_nulls()
+        if family.schema[f] == pl.String:
+            if v not in set(seen.to_list()):
+                return f"the fleet never ran {name} with {f} {v}"
+        elif not seen.min() - 1e-9 <= float(v) <= seen.max() + 1e-9:
+            return f"the fleet never ran {name} with {f} {v:g} (its runs: {seen.min():g}-{seen.max():g})"
+    return None
+
+
+def observed(res: pl.DataFrame, fleet: Fleet, workload: dict[str, Any] | None = None) -> pl.DataFrame:
+    """Attach the fleet's median throughput for each option's model, platform, placement, trainer count and
+    batch; with ``workload``, only where the fleet ran that workload (``observed_note`` says why not)."""
+    why = never_ran(workload, fleet) if workload is not None else None
+    keys = ["model_name", "platform", "placement", "n_trainers", "batch_size"]
+    runs = fleet.runs.clear() if why else fleet.runs
+    med = runs.group_by(keys).agg(
         pl.col("throughput_eps").median().alias("observed_median_eps"),
         pl.len().cast(pl.Int64).alias("n_observed_runs"),
     )
     return res.join(
-        med.with_columns(pl.col("n_trainers").cast(res.schema["n_trainers"])),
-        on=["model_name", "platform", "placement", "n_trainers"],
+        med.with_columns(pl.col(k).cast(res.schema[k]) for k in ("n_trainers", "batch_size")),
+        on=keys,
         how="left",
-    ).with_columns(pl.col("n_observed_runs").fill_null(0))
+    ).with_columns(pl.col("n_observed_runs").fill_null(0), pl.lit(why, pl.String).alias("observed_note"))
 
 
 def fleet_recommendations(
-    fleet: Fleet, hw: HardwareCatalog, models: dict[str, ModelSpec], correction: Correction
+    fleet: Fleet,
+    hw: HardwareCatalog,
+    models: dict[str, ModelSpec],
+    correction: Correction,
+    coef: Coefficients = DEFAULT,
 ) -> pl.DataFrame:
     """Every model family of the fleet x objective x option, ranked."""
     parts = [
-        observed(recommend(w, hw, fleet, correction, objective), fleet)
+        observed(recommend(w, hw, fleet, correction, objective, None, coef), fleet, w)
         for w in fleet_workloads(fleet, models).values()
         for objective in OBJECTIVES
     ]
@@ -602,19 +612,21 @@ def fleet_recommendations(
 
 
 def fleet_recommendations_cached(home, hw: HardwareCatalog) -> tuple[pl.DataFrame, dict, bool]:
-    """``fleet_recommendations`` for the data home's fleet, refitted only when what it learns from changed
-    (the lake's runs, the user's catalogs, the code): (recommendations, the correction's figures, reused).
-    The fit's threads are capped to the cores this process may use."""
+    """``fleet_recommendations`` for the data home's fleet with the data home's model fit (if any),
+    refitted only when what it learns from changed (the lake's runs, the user's catalogs, the model fit, the
+    code): (recommendations, the correction's figures, reused). The fit's threads are capped to the cores
+    this process may use."""
     from threadpoolctl import threadpool_limits
 
     from pipelines.lib import cache, lake
     from pipelines.lib.contracts import contract
+    from pipelines.lib.fit import fit_path, load_fit
     from synthetic_fleet.catalog import load_models
 
     models_path = home.user_catalog_dir / "models.yaml"
     version = cache.key(
         cache.lake_version(home, ["runs"]),
-        cache.files_version([home.user_catalog_dir / "hardware.yaml", models_path]),
+        cache.files_version([home.user_catalog_dir / "hardware.yaml", models_path, fit_path(home)]),
         cache.code_version("synthetic_fleet", "pipelines/lib", "schemas"),
     )
     computed = []
@@ -622,9 +634,10 @@ def fleet_recommendations_cached(home, hw: HardwareCatalog) -> tuple[pl.DataFram
     def compute() -> dict[str, pl.DataFrame]:
         computed.append(True)
         with threadpool_limits(limits=len(os.sched_getaffinity(0))):
+            coef = load_fit(home).coef
             fleet = Fleet.from_runs(lake.read_table(home, "runs"), hw)
-            correction = fit_correction(fleet, hw)
-            recs = fleet_recommendations(fleet, hw, load_models(models_path), correction)
+            correction = fit_correction(fleet, hw, coef)
+            recs = fleet_recommendations(fleet, hw, load_models(models_path, lenient=True), correction, coef)
         c = contract("recommendations")
         figures = {
             "note": correction.note,

@@ -1,10 +1,12 @@
-"""Workloads for `fleet recommend`: a catalog model, a workload file (YAML or JSON) or an observed run,
-then ``FIELD=VALUE`` overrides. Every value is checked against its type and bounds (the runs contract,
-see synthetic_fleet/fields.py); an error names the field and the bound, and the CLI prints it (exit 2).
+"""Workloads for `fleet whatif` and `fleet recommend`: a catalog model, a workload file (YAML or JSON) or
+an observed run, then ``FIELD=VALUE`` overrides. Every value is checked against its type and bounds (the
+runs contract, see synthetic_fleet/fields.py); an error names the field and the bound, and the CLI prints
+it (exit 2).
 
-A workload is a dict of the runs contract's workload fields plus ``precision`` and how to pick its batch
-on a platform (pipelines.lib.recommend.batch_on): ``batch_map`` (platform -> batch), else ``batch_cpu``
-(per CPU trainer) or ``batch_gpu`` (global batch of one GPU server), else the platform kind's default.
+A workload is a dict of the runs contract's workload fields plus the model-only fields, how to pick its
+batch on a platform (synthetic_fleet.sizing.batch_on): ``batch_map`` (platform -> batch), else
+``batch_cpu`` (per CPU trainer) or ``batch_gpu`` (global batch of one GPU server), else the platform kind's
+default; and ``system``: the server counts (and GPUs per server) asked for.
 """
 
 from __future__ import annotations
@@ -16,10 +18,17 @@ import polars as pl
 import yaml
 
 from pipelines.lib import safe_yaml
-from pipelines.lib.recommend import workload_of_model
 from synthetic_fleet import defaults, fields
 from synthetic_fleet.catalog import CatalogError, load_models
-from synthetic_fleet.whatif import WhatIfError, apply_settings, coerce, parse_setting, pick_model
+from synthetic_fleet.sizing import workload_of_model
+from synthetic_fleet.whatif import (
+    WhatIfError,
+    coerce,
+    parse_setting,
+    pick_model,
+    split_settings,
+    with_workload_settings,
+)
 
 BATCH_KEYS = ("batch_cpu", "batch_gpu", "batch_size")
 # Fields a workload file may leave out, and what they become.
@@ -103,13 +112,14 @@ def from_run(runs: pl.DataFrame, run_id: str) -> dict[str, Any]:
 
 def with_settings(workload: dict[str, Any], settings: list[str]) -> dict[str, Any]:
     """The workload with ``FIELD=VALUE`` overrides (checked; shape kept consistent, see
-    synthetic_fleet.whatif.apply_settings); ``batch_size`` sets the batch on every platform."""
+    synthetic_fleet.whatif.apply_settings); ``batch_size`` sets the batch on every platform; server counts
+    and GPUs per server go to ``system`` (the counts every option then keeps)."""
     parsed = {k: coerce(k, v) for k, v in (parse_setting(x) for x in settings)}
-    out = dict(workload)
-    if "batch_size" in parsed:
-        batch = parsed.pop("batch_size")
-        out.update(batch_map={}, batch_cpu=batch, batch_gpu=batch)
-    return apply_settings(out, parsed)
+    asked, system = split_settings(parsed)
+    out = with_workload_settings(workload, asked)
+    if system:
+        out["system"] = {**(out.get("system") or {}), **system}
+    return out
 
 
 def build(
@@ -126,7 +136,8 @@ def build(
     if sum(bool(x) for x in (model, config, run)) != 1:
         raise WhatIfError("give exactly one of --model NAME, --config workload.yaml or --run RUN_ID")
     if model:
-        workload = workload_of_model(pick_model(load_models(catalog_dir / "models.yaml"), model))
+        models = load_models(catalog_dir / "models.yaml", lenient=True)
+        workload = workload_of_model(pick_model(models, model))
     elif config:
         workload = from_config(Path(config))
     else:
