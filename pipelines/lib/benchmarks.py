@@ -45,6 +45,7 @@ FITTED = (
     "compiled_launch_s",
     "graph_launch_s",
     "host_stage_gbps",
+    "kappa_cpu_sync",
 )
 WITHIN, MEDIAN_WITHIN, SPEARMAN_MIN, SCALING_WITHIN = 1.5, 1.2, 0.9, 1.3
 # Multi-node scaling pairs (many nodes, one node of the same kind).
