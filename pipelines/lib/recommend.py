@@ -375,7 +375,7 @@ def recommend(
         pl.lit(correction.cv_mdape_used, pl.Float64).alias("cv_mdape"),
         pl.lit(correction.cv_band_coverage, pl.Float64).alias("band_coverage"),
     )
-    res = res.with_columns(_count_flags(res, fleet, hw))
+    res = _as_gpu_hbm_twin(res.with_columns(_count_flags(res, fleet, hw)))
     score = "p50_throughput_eps" if objective == "throughput" else "eps_per_w"
     # Ties (hybrid equals gpu_hbm when the tables fit HBM) go to the simpler placement.
     simpler = pl.col("placement").replace_strict(
@@ -388,25 +388,27 @@ def recommend(
         .with_row_index("rank", offset=1)
     )
     res = res.with_columns(((pl.col("rank") == 1) & pl.col("fits")).alias("recommended"))
-    res = res.with_columns(_twin(res))
     res = res.with_columns(_too_close(res, objective))
     return res.with_columns(_explain(res, score, workload)).drop("_cf_kind")
 
 
-def _twin(res: pl.DataFrame) -> pl.Expr:
-    """hybrid on a platform whose HBM holds the tables keeps them all there: the gpu_hbm option under
-    another name (the same prediction), so it is marked as such rather than compared with it."""
-    hbm = res.filter(pl.col("placement") == "gpu_hbm").select("platform", "p50_throughput_eps")
-    same = dict(zip(hbm["platform"].to_list(), hbm["p50_throughput_eps"].to_list(), strict=True))
-    return (
-        (
-            (pl.col("placement") == "hybrid")
-            & pl.col("fits")
-            & (pl.col("p50_throughput_eps") == pl.col("platform").replace_strict(same, default=None))
-        )
-        .fill_null(False)
-        .alias("same_as_gpu_hbm")
+# What a hybrid option whose tables fit in HBM takes from the platform's gpu_hbm option: it is that option.
+TWIN_COLUMNS = ("p10_throughput_eps", "p50_throughput_eps", "p90_throughput_eps", "eps_per_w", "basis")
+
+
+def _as_gpu_hbm_twin(res: pl.DataFrame) -> pl.DataFrame:
+    """hybrid on a platform whose HBM holds the tables (its gpu_hbm option fits) keeps them all there: the
+    gpu_hbm option under another name. It gets that option's answer (the fleet correction, fitted per
+    placement, must not split one configuration in two) and is marked, so the tie goes to gpu_hbm."""
+    hbm = res.filter((pl.col("placement") == "gpu_hbm") & pl.col("fits")).select(
+        "platform", *[pl.col(c).alias(f"_hbm_{c}") for c in TWIN_COLUMNS]
     )
+    out = res.join(hbm, on="platform", how="left")
+    twin = (pl.col("placement") == "hybrid") & pl.col("fits") & pl.col("_hbm_basis").is_not_null()
+    return out.with_columns(
+        *[pl.when(twin).then(pl.col(f"_hbm_{c}")).otherwise(pl.col(c)).alias(c) for c in TWIN_COLUMNS],
+        twin.fill_null(False).alias("same_as_gpu_hbm"),
+    ).drop([f"_hbm_{c}" for c in TWIN_COLUMNS])
 
 
 def _too_close(res: pl.DataFrame, objective: str) -> pl.Expr:
