@@ -657,8 +657,11 @@ def _cpu_trainer_stage(r: Rows, hw: Hw, ps: Platform, coef: Coefficients) -> Cpu
     # Asynchronous trainers lose to stale updates as they multiply; a synchronous job pays its exchange.
     scaling = np.where(r.local, 1.0, 1.0 / (1.0 + n_srv / coef.trainer_saturation))
     ps_nic = ps.nic_gb_per_s * GB * coef.eta_net
+    # Only asynchronous trainers sync dense weights through dense PS; a synchronous job all-reduces them.
     r_dps = np.where(
-        r.n_dps > 0, r.n_dps * ps_nic * batch * coef.dense_sync_batches / (2 * r.dense_bytes), np.inf
+        (r.n_dps > 0) & ~r.local,
+        r.n_dps * ps_nic * batch * coef.dense_sync_batches / (2 * r.dense_bytes),
+        np.inf,
     )
     name = np.where(
         t_compute >= t_net, np.where(t_gather > t_mlp, "embedding_lookup", "mlp_compute"), "trainer_network"

@@ -5,7 +5,8 @@ and placement: the workload's batch on that platform, the server counts the user
 defaults of synthetic_fleet.defaults (trainers: the workload's production CPU setup on a CPU platform, one
 server on a GPU platform). Every other tier left at 0 is sized by its binding constraint: sparse PS
 (remote_ps) at the smallest count that holds the tables with their optimizer state and reaches the
-throughput, dense PS on CPU clusters the same way, and readers for what the trainers then consume.
+throughput, dense PS on asynchronous CPU clusters the same way, and readers for what the trainers then
+consume.
 """
 
 from __future__ import annotations
@@ -100,7 +101,8 @@ def _smallest(
 def size_servers(frame: pl.DataFrame, hw: HardwareCatalog, coef: Coefficients = DEFAULT) -> pl.DataFrame:
     """Every tier left at 0 sized by its binding constraint: sparse PS (remote_ps) at the smallest count
     that holds the tables with their optimizer state and reaches the throughput (PS memory bandwidth,
-    network); then CPU dense PS the same way; then readers for the throughput reached (examples/s x bytes
+    network); then CPU dense PS the same way (asynchronous trainers: a synchronous system_memory job
+    all-reduces its dense weights); then readers for the throughput reached (examples/s x bytes
     per example over one reader's rate). Counts already given are kept."""
     if frame.is_empty():
         return frame
@@ -114,7 +116,9 @@ def size_servers(frame: pl.DataFrame, hw: HardwareCatalog, coef: Coefficients = 
     work = work.with_columns(
         pl.Series("n_sparse_ps", _smallest(work, ps_rows, "n_sparse_ps", hw, coef).astype(np.int32))
     )
-    dps_rows = on_cpu & (work["n_dense_ps"].to_numpy() == 0)
+    # Dense PS serve asynchronous CPU trainers; a synchronous system_memory job all-reduces its dense weights.
+    synchronous = work["placement"].to_numpy() == "system_memory"
+    dps_rows = on_cpu & ~synchronous & (work["n_dense_ps"].to_numpy() == 0)
     work = work.with_columns(
         pl.Series("n_dense_ps", _smallest(work, dps_rows, "n_dense_ps", hw, coef).astype(np.int32))
     )

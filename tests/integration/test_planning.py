@@ -266,6 +266,19 @@ def test_readers_are_sized_by_what_the_trainers_consume(hw, models):
     assert given["n_readers"][0] == 1 and given["throughput_eps"][0] <= rows["throughput_eps"][0]
 
 
+def test_a_synchronous_cpu_job_gets_no_dense_ps():
+    # Tables sharded over the trainers' DRAM make one synchronous job that all-reduces its dense weights:
+    # no dense PS serves it, so none is sized or charged.
+    from pipelines.lib import benchmarks
+
+    hw, models = benchmarks.example_catalogs()
+    cpu = "mlperf_intel_1_node_8s_cpx_2_pytorch"
+    rows = ask(models["dlrm"], [cpu], "system_memory", hw, {"n_trainers": 2}).rows
+    assert rows["n_dense_ps"][0] == 0 and rows["n_trainers"][0] == 2
+    with_dps = ask(models["dlrm"], [cpu], "system_memory", hw, {"n_trainers": 2, "n_dense_ps": 1}).rows
+    assert with_dps["throughput_eps"][0] == pytest.approx(rows["throughput_eps"][0])
+
+
 # ---------------------------------------------------------------------------------- item 5
 
 
