@@ -29,6 +29,7 @@ POWER_RATIO = 7.3
 TEST_SUITE_DENSE = (64, 128, 256, 512, 1024, 2048, 4096)
 TEST_SUITE_SPARSE = (4, 8, 16, 32, 64, 128)
 LARGE_FACTOR = 3.0  # what "by a large factor" means in t12
+PLATEAU = 0.95  # t23: a batch within 5% of the best throughput is on the plateau
 # Exact production targets: the YAML metric -> the key of production_ratios() that measures it.
 PRODUCTION_METRICS = {
     "throughput_ratio_big_basin_vs_cpu": "thr",
@@ -473,8 +474,13 @@ def _test_suite_targets(hw: HardwareCatalog, coef: Coefficients, add: Callable) 
     configs = ((4096, 4), (64, 128))  # the dense-heavy and the sparse-heavy corner of the test suite
     rows = [suite_row(p, d, s, batch=b) for p in ("cpu", "big_basin") for d, s in configs for b in batches]
     bt = predict(rows, hw, coef).select("platform", "n_dense_features", "batch_size", "throughput_eps")
+    # Throughput saturates with the batch (it never falls while memory fits): the throughput-optimal
+    # batch is where the plateau starts, the smallest batch within PLATEAU of the best.
     opt = bt.group_by("platform", "n_dense_features").agg(
-        pl.col("batch_size").sort_by("throughput_eps").last().alias("b")
+        pl.col("batch_size")
+        .filter(pl.col("throughput_eps") >= PLATEAU * pl.col("throughput_eps").max())
+        .min()
+        .alias("b")
     )
     o = {(r["platform"], r["n_dense_features"]): r["b"] for r in opt.iter_rows(named=True)}
     gpu = bt.filter((pl.col("platform") == "big_basin") & (pl.col("n_dense_features") == 4096))[
@@ -542,7 +548,9 @@ def _quality_targets(add: Callable) -> None:
 
 # ------------------------------------------------------------------------------------------- fitting
 
-FIT = ("eta_c_cpu", "eta_c_gpu", "gpu_table_overhead_s", "host_copy_gbps")
+# The paper-only coefficients: an eager framework's operator dispatch (the paper's production stack; the
+# public benchmarks run fused, graph-launched kernels) and the GPU host's copies for remote PS.
+FIT = ("dispatch_s", "host_copy_gbps", "eta_ps_dram")
 
 
 def fit(start: Coefficients = DEFAULT) -> Coefficients:
@@ -560,7 +568,6 @@ def fit(start: Coefficients = DEFAULT) -> Coefficients:
                 np.log(prod["M1prod"]["thr"] / targets["t1"]["value"]),
                 np.log(prod["M2prod"]["thr"] / targets["t3"]["value"]),
                 np.log(prod["M3prod"]["thr"] / targets["t5"]["value"]),
-                0.1 * np.log(coef.eta_c_cpu / start.eta_c_cpu),
             ]
         )
 

@@ -7,7 +7,7 @@ schemas/catalog/hardware.yaml; this module derives the platform fields and their
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,8 @@ from synthetic_fleet import defaults
 CATALOG_DIR = Path(__file__).resolve().parent / "catalog"
 HARDWARE_SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "catalog" / "hardware.yaml"
 PLACEMENTS = ("gpu_hbm", "system_memory", "remote_ps", "hybrid")
+# Figures only a GPU platform needs; a CPU platform (gpus: 0) may leave them out (they are 0).
+GPU_FIELDS = ("hbm_gb_per_gpu", "hbm_bw_gb_per_s_per_gpu", "gpu_fp32_tflops", "gpu_link_gb_per_s")
 
 
 @cache
@@ -85,8 +87,11 @@ class HardwareCatalog:
     dram_reserve: float
     remote_ps_platform: str
     remote_ps_max_servers: int
+    invalid: Mapping[str, str] = field(default_factory=dict)  # user entry -> why it was left out
 
     def platform(self, name: str) -> Platform:
+        if name in self.invalid:
+            raise CatalogError(self.invalid[name])
         try:
             return self.platforms[name]
         except KeyError:
@@ -124,6 +129,11 @@ class ModelSpec:
     share: float
     cpu_baseline: Mapping[str, int] | None = None
     precision: str = defaults.PRECISION
+    optimizer: str = defaults.OPTIMIZER
+    kernels: str = defaults.KERNELS
+    dcn_layers: int = defaults.DCN_LAYERS
+    dcn_rank: int = defaults.DCN_RANK
+    kernels_on: Mapping[str, str] | None = None  # platform -> kernel mode where its runs used another
 
     def workload(self, platform: str, gpus: int | None = None) -> dict[str, Any]:
         """The workload columns of a run of this model on ``platform``: its batch there, or the default of
@@ -143,6 +153,10 @@ class ModelSpec:
             "top_mlp": self.top_mlp,
             "interaction": self.interaction,
             "precision": self.precision,
+            "optimizer": self.optimizer,
+            "kernels": (self.kernels_on or {}).get(platform, self.kernels),
+            "dcn_layers": self.dcn_layers,
+            "dcn_rank": self.dcn_rank,
             "batch_size": defaults.batch_for(dict(self.batch_size), platform, gpus or 0),
         }
 
@@ -211,12 +225,16 @@ def _platform(name: str, spec: Mapping[str, Any], path: Path) -> Platform:
         raise CatalogError(
             f"{path}: platform {name!r} field placements: gpu_hbm and hybrid need gpus > 0 (gpus is 0)"
         )
+    if spec["gpus"] == 0:  # a CPU platform need not describe GPUs
+        spec = {**dict.fromkeys(GPU_FIELDS, 0), **{k: v for k, v in spec.items() if v is not None}}
     lacking = [f for f in needed_fields() if spec.get(f) is None]
     if placements and lacking:
         raise CatalogError(f"{path}: platform {name!r} lists placements but lacks {lacking} the model needs")
     values = {f: spec.get(f) for f in (*needed_fields(), "sockets", "cores")}
     for f, default in optional_fields().items():
         v = spec.get(f)
+        if v is None and f == "idle_w":
+            v = defaults.IDLE_SHARE * spec["peak_w"] if spec.get("peak_w") is not None else None
         values[f] = v if v is not None else (spec.get(default) if isinstance(default, str) else default)
     return Platform(
         name=name,
@@ -227,14 +245,33 @@ def _platform(name: str, spec: Mapping[str, Any], path: Path) -> Platform:
     )
 
 
-def load_hardware(extra: Path | None = None) -> HardwareCatalog:
-    """The built-in hardware catalog, extended (same key replaces) by ``extra`` if it exists."""
+def _entries(
+    specs: Mapping[str, Any], parse: Any, path: Path, lenient: bool
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Every entry of a catalog file parsed; with ``lenient``, an invalid entry is left out and its error
+    kept (name -> message) so the others stay usable, otherwise its error is raised."""
+    good, bad = {}, {}
+    for name, spec in specs.items():
+        try:
+            good[name] = parse(name, spec, path)
+        except CatalogError as exc:
+            if not lenient:
+                raise
+            bad[name] = str(exc)
+    return good, bad
+
+
+def load_hardware(extra: Path | None = None, lenient: bool = False) -> HardwareCatalog:
+    """The built-in hardware catalog, extended (same key replaces) by ``extra`` if it exists. With
+    ``lenient``, an invalid entry of ``extra`` is left out (and replaces no built-in platform) and listed in
+    ``invalid`` with its error; asking for it raises that error."""
     base_path = CATALOG_DIR / "hardware.yaml"
     base = _read_yaml(base_path)
     platforms = {k: _platform(k, v, base_path) for k, v in base["platforms"].items()}
+    invalid: dict[str, str] = {}
     if extra is not None and extra.exists():
-        user = _read_yaml(extra)
-        platforms.update({k: _platform(k, v, extra) for k, v in (user.get("platforms") or {}).items()})
+        user, invalid = _entries(_read_yaml(extra).get("platforms") or {}, _platform, extra, lenient)
+        platforms = {k: v for k, v in platforms.items() if k not in invalid} | user
     reserve = base["reserve"]
     ps = base["remote_ps"]
     if ps["server_platform"] not in platforms:
@@ -247,6 +284,7 @@ def load_hardware(extra: Path | None = None) -> HardwareCatalog:
         dram_reserve=float(reserve["dram"]),
         remote_ps_platform=ps["server_platform"],
         remote_ps_max_servers=int(ps["max_servers"]),
+        invalid=invalid,
     )
 
 
@@ -273,7 +311,8 @@ def _model(name: str, spec: Any, path: Path) -> ModelSpec:
         raise CatalogError(f"{path}: model {name!r} must be a mapping of fields")
     # The runs contract's workload fields; the lookup exponent is optional (a default).
     model_fields = [f for f in fields.workload_fields()[1:] if f != "lookup_power_law_alpha"]
-    extra = {"description", "share", "cpu_baseline", "lookup_power_law_alpha", "precision"}
+    optional = ("lookup_power_law_alpha", *fields.MODEL_ONLY)
+    extra = {"description", "share", "cpu_baseline", *optional}
     unknown = sorted(set(spec) - set(model_fields) - extra)
     missing = [f for f in model_fields if f not in spec]
     if unknown or missing:
@@ -286,7 +325,18 @@ def _model(name: str, spec: Any, path: Path) -> ModelSpec:
     try:
         checked = {f: fields.check(f, spec[f]) for f in model_fields if f != "batch_size"}
         checked["batch_size"] = {p: fields.check("batch_size", b) for p, b in batch.items()}
-        opt = {f: fields.check(f, spec[f]) for f in ("lookup_power_law_alpha", "precision") if f in spec}
+        # kernels: one mode, or a map platform -> mode (with an optional `default`) where the software a
+        # model ran with differs by platform (e.g. the MLPerf submissions).
+        kernels = spec.get("kernels")
+        per_platform = dict(kernels) if isinstance(kernels, Mapping) else {}
+        kernels_on = {p: fields.check("kernels", k) for p, k in per_platform.items() if p != "default"}
+        opt = {
+            f: fields.check(f, per_platform.get("default", defaults.KERNELS) if per_platform else spec[f])
+            if f == "kernels"
+            else fields.check(f, spec[f])
+            for f in optional
+            if f in spec
+        }
         baseline = spec.get("cpu_baseline")
         if baseline is not None:
             baseline = {k: fields.check(k, v) for k, v in dict(baseline).items()}
@@ -295,18 +345,30 @@ def _model(name: str, spec: Any, path: Path) -> ModelSpec:
     return ModelSpec(
         name=name,
         description=spec.get("description", ""),
-        lookup_power_law_alpha=opt.get("lookup_power_law_alpha", defaults.LOOKUP_POWER_LAW_ALPHA),
-        precision=opt.get("precision", defaults.PRECISION),
+        lookup_power_law_alpha=opt.pop("lookup_power_law_alpha", defaults.LOOKUP_POWER_LAW_ALPHA),
+        **opt,
         share=float(spec.get("share", 0.0)),
         cpu_baseline=baseline,
+        kernels_on=kernels_on or None,
         **checked,
     )
 
 
-def load_models(extra: Path | None = None) -> dict[str, ModelSpec]:
-    """The built-in model catalog, extended (same name replaces) by ``extra`` if it exists."""
-    specs: dict[str, ModelSpec] = {}
-    for path in [CATALOG_DIR / "models.yaml"] + ([extra] if extra is not None and extra.exists() else []):
-        for name, spec in (_read_yaml(path).get("models") or {}).items():
-            specs[name] = _model(name, spec, path)
-    return specs
+class ModelCatalog(dict[str, ModelSpec]):
+    """Model name -> ModelSpec, and ``invalid``: user entries left out (name -> why)."""
+
+    def __init__(self, specs: Mapping[str, ModelSpec], invalid: Mapping[str, str]) -> None:
+        super().__init__(specs)
+        self.invalid = dict(invalid)
+
+
+def load_models(extra: Path | None = None, lenient: bool = False) -> ModelCatalog:
+    """The built-in model catalog, extended (same name replaces) by ``extra`` if it exists; ``lenient`` as
+    for load_hardware."""
+    base_path = CATALOG_DIR / "models.yaml"
+    specs = {name: _model(name, spec, base_path) for name, spec in _read_yaml(base_path)["models"].items()}
+    invalid: dict[str, str] = {}
+    if extra is not None and extra.exists():
+        user, invalid = _entries(_read_yaml(extra).get("models") or {}, _model, extra, lenient)
+        specs = {k: v for k, v in specs.items() if k not in invalid} | user
+    return ModelCatalog(specs, invalid)

@@ -14,6 +14,26 @@ LOOKUP_POWER_LAW_ALPHA = 1.1
 # Arithmetic of the MLPs when a workload does not state it (the paper's runs train in fp32).
 PRECISION = "fp32"
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+# Optimizer of the embedding tables when a workload does not state it: the paper's production models
+# train with Adagrad (one state value per weight). State bytes per table byte: TorchRec's multipliers.
+OPTIMIZER = "adagrad"
+OPTIMIZER_STATE = {"sgd": 0.0, "adagrad": 1.0, "rowwise_adagrad": "1/dim", "adam": 2.0}
+# How a workload's framework issues its GPU kernels when it does not say (each mode has its own fitted cost
+# per operator, synthetic_fleet/model.py): "per_table", an eager framework with one operator per table and
+# per layer, each dispatched and synchronised by the host, as the paper's production stack did; "fused",
+# one batched embedding kernel and the operators dispatched eagerly from Python, one process per GPU
+# (NVIDIA's PyTorch DLRM); "compiled", fused kernels launched by a compiled runtime (HugeCTR's C++ engine);
+# "graph", fused kernels launched from a captured graph (HugeCTR 3.x with CUDA graphs).
+KERNELS = "per_table"
+KERNEL_MODES = ("per_table", "fused", "compiled", "graph")
+# Cores per socket when a platform states its sockets but not its cores (a Skylake-SP-class socket).
+CORES_PER_SOCKET = 20
+# DCNv2 cross layers (interaction: dcn) when a workload names the interaction but not its shape: the
+# MLPerf DLRM-DCNv2 reference (3 low-rank layers of rank 512).
+DCN_LAYERS = 3
+DCN_RANK = 512
+# Watts a server draws idle, as a share of its peak, when the catalog does not state idle_w.
+IDLE_SHARE = 0.4
 # Batch per platform kind when a model's batch map does not name the platform: the CPU batch of one
 # asynchronous trainer, and per GPU for a synchronous GPU server (Big Basin: 8 x 512 = 4096).
 BATCH_CPU = 512
@@ -21,8 +41,9 @@ BATCH_PER_GPU = 512
 # A CPU cluster when neither the model (its `cpu_baseline`) nor the fleet says how teams run it: the
 # paper's typical production setup (Table III scale; readers ample).
 CPU_SYSTEM: dict[str, int] = {"n_trainers": 8, "n_sparse_ps": 4, "n_dense_ps": 1, "n_readers": 8}
-# One GPU server with the readers GPU runs use (t18); remote PS count is sized where needed.
-GPU_SYSTEM: dict[str, int] = {"n_trainers": 1, "n_sparse_ps": 0, "n_dense_ps": 0, "n_readers": 24}
+# One GPU server; remote PS and readers are sized by what the trainers consume (0 = sized, see
+# synthetic_fleet.sizing).
+GPU_SYSTEM: dict[str, int] = {"n_trainers": 1, "n_sparse_ps": 0, "n_dense_ps": 0, "n_readers": 0}
 
 
 def batch_for(batch_map: dict[str, int] | None, platform: str, gpus: int) -> int:

@@ -3,8 +3,9 @@
 The runs contract lists a run's workload columns (``model_name`` up to the system's ``platform``) and its
 system columns (``platform`` to ``n_readers``); this module reads them once, on first use, so that every
 layer (what-if, the recommender, workload files) names, types and bounds fields the same way. The model
-adds two things the contract does not carry: stricter minimums where a workload is not a DLRM otherwise
-(MODEL_MINIMUMS), and the MLP ``precision`` (a model-only field with a default).
+adds what the contract does not carry: stricter minimums where a workload is not a DLRM otherwise
+(MODEL_MINIMUMS), and model-only fields with defaults (MODEL_ONLY: the MLP ``precision``, the tables'
+``optimizer``, how the framework issues ``kernels``, and the DCNv2 shape).
 """
 
 from __future__ import annotations
@@ -27,7 +28,45 @@ MODEL_ONLY = {
         "type": "string",
         "enum": list(defaults.PRECISIONS),
         "description": "Arithmetic of the MLPs (selects the platform's peak for it).",
-    }
+    },
+    "optimizer": {
+        "name": "optimizer",
+        "type": "string",
+        "enum": list(defaults.OPTIMIZER_STATE),
+        "description": "Optimizer of the embedding tables (sets the state bytes held beside them).",
+    },
+    "kernels": {
+        "name": "kernels",
+        "type": "string",
+        "enum": list(defaults.KERNEL_MODES),
+        "description": "per_table (eager, an operator per table), fused (one batched embedding kernel, eager "
+        "Python launches), compiled (fused, a compiled runtime's launches) or graph (from a captured graph).",
+    },
+    "dcn_layers": {
+        "name": "dcn_layers",
+        "type": "int32",
+        "min": 1,
+        "max": 64,
+        "description": "DCNv2 cross layers (interaction: dcn).",
+    },
+    "dcn_rank": {
+        "name": "dcn_rank",
+        "type": "int32",
+        "min": 1,
+        "max": 65536,
+        "description": "Rank of each low-rank DCNv2 cross layer (interaction: dcn).",
+    },
+}
+# A system field the runs contract leaves to the platform: GPUs per server, settable to ask about the same
+# server with more or fewer GPUs (a GPU platform only).
+SYSTEM_ONLY = {
+    "gpus": {
+        "name": "gpus",
+        "type": "int32",
+        "min": 1,
+        "max": 64,
+        "description": "GPUs per server (a GPU platform's count overridden).",
+    },
 }
 
 
@@ -73,14 +112,17 @@ def numeric_features() -> tuple[str, ...]:
 
 
 def settable_fields() -> tuple[str, ...]:
-    """Fields a what-if or recommendation may override: workload, server counts, precision."""
-    return (*workload_fields()[1:], *SERVER_COUNTS, *MODEL_ONLY)
+    """Fields a what-if or recommendation may override: workload, server counts, GPUs per server and the
+    model-only fields."""
+    return (*workload_fields()[1:], *SERVER_COUNTS, *SYSTEM_ONLY, *MODEL_ONLY)
 
 
 def spec(field: str) -> dict[str, Any]:
-    """The contract entry of a field (MODEL_MINIMUMS applied), or of a model-only field."""
+    """The contract entry of a field (MODEL_MINIMUMS applied), or of a model-only or system-only field."""
     if field in MODEL_ONLY:
         return MODEL_ONLY[field]
+    if field in SYSTEM_ONLY:
+        return SYSTEM_ONLY[field]
     entry = dict(_columns()[field])
     if field in MODEL_MINIMUMS:
         entry["min"] = max(entry.get("min", MODEL_MINIMUMS[field]), MODEL_MINIMUMS[field])

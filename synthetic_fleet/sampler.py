@@ -222,9 +222,10 @@ def _size_parameter_servers(
     runs: pl.DataFrame, rng: np.random.Generator, hw: HardwareCatalog
 ) -> pl.DataFrame:
     """Sparse-PS counts as planners set them: enough memory for tables and optimizer state at the fill a team
-    picks, and enough PS that their network load stays a fraction of the trainers' (so the PS tier is not
-    the bottleneck). Counts therefore follow table size and trainer count: wider than trainer counts (t17),
-    and PS run at a lower, more varied utilisation than trainers (t16)."""
+    picks, and enough PS that their load on each resource (memory bandwidth, network) stays a fraction of
+    the trainers' load on the same resource (so the PS tier is not the bottleneck). Counts therefore follow
+    table size and trainer count: wider than trainer counts (t17), and PS run at a lower, more varied
+    utilisation than trainers (t16)."""
     remote = runs.get_column("placement").to_numpy() == "remote_ps"
     ample = predict_frame(
         runs.with_columns(
@@ -236,15 +237,15 @@ def _size_parameter_servers(
         ),
         hw,
     )
-    u_ps_at_256 = np.maximum(
-        ample.get_column("sparse_ps_net_bw_util").fill_null(0).to_numpy(),
-        ample.get_column("sparse_ps_mem_bw_util").fill_null(0).to_numpy(),
-    )
-    u_trainer = ample.get_column("trainer_net_bw_util").fill_null(0).to_numpy()
     relative = np.exp(
         rng.uniform(np.log(0.2), np.log(0.95), runs.height)
     )  # PS load as a share of a trainer's
-    by_bandwidth = np.ceil(u_ps_at_256 * 256 / np.maximum(relative * u_trainer, 1e-6))
+    by_bandwidth = np.zeros(runs.height)
+    for res in ("net_bw", "mem_bw"):
+        u_ps_at_256 = ample.get_column(f"sparse_ps_{res}_util").fill_null(0).to_numpy()
+        u_trainer = ample.get_column(f"trainer_{res}_util").fill_null(0).to_numpy()
+        need = np.ceil(u_ps_at_256 * 256 / np.maximum(relative * u_trainer, 1e-6))
+        by_bandwidth = np.maximum(by_bandwidth, need)
     current = runs.get_column("n_sparse_ps").to_numpy()
     n_ps = np.where(
         remote, np.clip(np.maximum(current, by_bandwidth), 1, 2 * hw.remote_ps_max_servers), 0

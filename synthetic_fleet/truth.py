@@ -42,7 +42,7 @@ def definitions() -> dict[str, float]:
     """The thresholds the truth shares with the analysis: the contracts' defaults and the recommender's
     saturation share (what "no throughput lost" means)."""
     from pipelines.lib.contracts import contract
-    from pipelines.lib.recommend import SATURATION
+    from synthetic_fleet.sizing import SATURATION
 
     return {
         "target_p95_util": float(contract("run_efficiency").parameters["target_p95_util"]),

@@ -7,9 +7,10 @@ from typing import Any
 
 import polars as pl
 
-from synthetic_fleet import defaults, fields
+from synthetic_fleet import fields
 from synthetic_fleet.catalog import PLACEMENTS, HardwareCatalog, ModelSpec
 from synthetic_fleet.model import DEFAULT, MODELLED, ROLES, Coefficients, predict_frame
+from synthetic_fleet.sizing import size_servers, system_row, workload_of_model
 
 
 class WhatIfError(ValueError):
@@ -39,6 +40,9 @@ def coerce(key: str, value: Any) -> Any:
 
 
 def pick_model(models: dict[str, ModelSpec], name: str) -> ModelSpec:
+    invalid = getattr(models, "invalid", {})
+    if name in invalid:
+        raise WhatIfError(invalid[name])
     if name not in models:
         raise WhatIfError(f"unknown model {name!r}; valid models: {', '.join(sorted(models))}")
     return models[name]
@@ -48,22 +52,11 @@ def pick_platforms(hw: HardwareCatalog, text: str) -> list[str]:
     names = [p.strip() for p in text.split(",") if p.strip()]
     modelled = sorted(p for p, spec in hw.platforms.items() if spec.modelled)
     for p in names:
+        if p in hw.invalid:
+            raise WhatIfError(hw.invalid[p])
         if p not in modelled:
             raise WhatIfError(f"unknown or unmodelled platform {p!r}; valid platforms: {', '.join(modelled)}")
     return names
-
-
-def configuration(
-    model: ModelSpec, platform: str, placement: str | None, hw: HardwareCatalog, settings: dict[str, Any]
-) -> dict[str, Any]:
-    """A row for the model: the model's workload and the default system of the platform's kind
-    (synthetic_fleet.defaults), then the settings (see ``apply_settings``)."""
-    spec = hw.platform(platform)
-    row = model.workload(platform, spec.gpus)
-    on_cpu = spec.gpus == 0
-    row.update(platform=platform, placement=placement or ("remote_ps" if on_cpu else None))
-    row.update(defaults.system_for(model.cpu_baseline, spec.gpus))
-    return apply_settings(row, settings)
 
 
 def apply_settings(workload: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
@@ -92,11 +85,25 @@ def apply_settings(workload: dict[str, Any], settings: dict[str, Any]) -> dict[s
     return new
 
 
-def _with_ps(row: dict[str, Any], model: ModelSpec) -> dict[str, Any]:
-    """Remote PS on a GPU platform get the model's CPU-baseline PS count unless set."""
-    if row["placement"] == "remote_ps" and not row.get("n_sparse_ps"):
-        row = {**row, "n_sparse_ps": (model.cpu_baseline or defaults.CPU_SYSTEM)["n_sparse_ps"]}
-    return row
+def split_settings(settings: dict[str, Any]) -> tuple[dict[str, Any], dict[str, int]]:
+    """Settings of the workload, and of the system (server counts, GPUs per server)."""
+    system = {k: v for k, v in settings.items() if k in (*fields.SERVER_COUNTS, *fields.SYSTEM_ONLY)}
+    return {k: v for k, v in settings.items() if k not in system}, system
+
+
+def with_workload_settings(workload: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
+    """The workload with field overrides; ``batch_size`` sets the batch on every platform."""
+    out = dict(workload)
+    settings = dict(settings)
+    if "batch_size" in settings:
+        batch = settings.pop("batch_size")
+        out.update(batch_map={}, batch_cpu=batch, batch_gpu=batch)
+    return apply_settings(out, settings)
+
+
+def as_workload(model: ModelSpec | dict[str, Any]) -> dict[str, Any]:
+    """A catalog model or a workload (pipelines.lib.workload) as a workload."""
+    return workload_of_model(model) if isinstance(model, ModelSpec) else model
 
 
 @dataclass
@@ -110,7 +117,7 @@ class Answer:
 
 
 def ask(
-    model: ModelSpec,
+    model: ModelSpec | dict[str, Any],
     platforms: list[str],
     placement: str | None,
     hw: HardwareCatalog,
@@ -119,27 +126,35 @@ def ask(
     coef: Coefficients = DEFAULT,
 ) -> Answer:
     """Predict every asked configuration; without a placement, every placement of each platform is evaluated
-    and the best-throughput one that fits is marked ``default_placement``."""
+    and the best-throughput one that fits is marked ``default_placement``. The systems are built and sized
+    as `fleet recommend` builds them (synthetic_fleet.sizing): the counts asked for are kept, every tier
+    left unset is sized by what binds it."""
     if placement is not None and placement not in PLACEMENTS:
         raise WhatIfError(f"unknown placement {placement!r}; valid placements: {', '.join(PLACEMENTS)}")
+    workload = as_workload(model)
     values = sweep[1] if sweep else [None]
     rows = []
     for value in values:
         s = dict(settings)
         if sweep:
             s[sweep[0]] = value
+        asked, system = split_settings(s)
+        w = with_workload_settings(workload, asked)
+        system = {**(w.get("system") or {}), **system}
         for platform in platforms:
-            options = [placement] if placement else list(hw.platform(platform).placements)
-            if placement and placement not in hw.platform(platform).placements:
-                raise WhatIfError(
-                    f"{platform} does not offer placement {placement!r}; it offers "
-                    f"{', '.join(hw.platform(platform).placements)}"
-                )
+            spec = hw.platform(platform)
+            if "gpus" in system and spec.gpus == 0:
+                raise WhatIfError(f"gpus={system['gpus']}: {platform} is a CPU platform (no GPUs to count)")
+            options = [placement] if placement else list(spec.placements)
+            if placement and placement not in spec.placements:
+                offers = ", ".join(spec.placements)
+                raise WhatIfError(f"{platform} does not offer placement {placement!r}; it offers {offers}")
             for opt in options:
-                row = _with_ps(configuration(model, platform, opt, hw, s), model)
+                row = system_row(w, platform, opt, hw, system)
                 row["sweep_value"] = None if value is None else str(value)
                 rows.append(row)
-    pred = predict_frame(pl.DataFrame(rows, infer_schema_length=None), hw, coef)
+    frame = size_servers(pl.DataFrame(rows, infer_schema_length=None), hw, coef)
+    pred = predict_frame(frame, hw, coef)
     best = (
         pl.col("throughput_eps") == pl.col("throughput_eps").max().over("sweep_value", "platform")
     ) & pl.col("fits")

@@ -20,8 +20,10 @@ from pipelines.lib.preflight import (
     check_workload_config,
 )
 
-# Subcommands that read the data home's own hardware and model catalogs (catalog/*.yaml).
+# Subcommands that read the data home's own hardware and model catalogs (catalog/*.yaml); the planning
+# ones leave an invalid entry out (naming it) and use the others.
 USES_USER_CATALOG = {"demo", "synth", "run", "ingest", "whatif", "recommend", "waste"}
+PLANNING = {"whatif", "recommend"}
 # Subcommands that read or write the lake.
 USES_LAKE = {"demo", "run", "ingest", "recommend", "waste", "report", "query", "sql"}
 
@@ -33,7 +35,7 @@ def prepare(args: argparse.Namespace) -> None:
         check_home(home)
         args.home = str(home.root)
         if args.command in USES_USER_CATALOG:
-            check_user_catalogs(home)
+            check_user_catalogs(home, lenient=args.command in PLANNING)
         if args.command in USES_LAKE:
             check_lake(home)
         if args.command == "query" and args.name:

@@ -10,43 +10,110 @@ from pipelines.lib.paths import DataHome
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    """Every calibration target with the model's value and PASS/FAIL; non-zero if any fails."""
+    """Every calibration target with the model's value and PASS/FAIL, then the public benchmarks; non-zero
+    if any fails. With --fit: the shared coefficients fitted to the data home's observed runs instead."""
     from dataclasses import asdict
 
-    from synthetic_fleet.calibration import evaluate, fit
+    from pipelines.lib import benchmarks
+    from synthetic_fleet.calibration import evaluate
     from synthetic_fleet.model import DEFAULT, coefficient_docs
 
-    coef = fit(DEFAULT) if args.fit else DEFAULT
-    results = evaluate(coef)
-    failed = [r for r in results if not r.passed]
+    if args.fit:
+        return _fit_to_lake(args)
+    results = evaluate(DEFAULT)
+    public = benchmarks.evaluate(DEFAULT)
+    failed = [r for r in results if not r.passed] + [c for c in public.checks if not c.passed]
     if args.json:
         print(
             json.dumps(
                 {
                     "passed": not failed,
                     "targets": [r.as_dict() for r in results],
-                    "coefficients": asdict(coef),
+                    "public_benchmarks": {
+                        "targets": [c.as_dict() for c in public.checks],
+                        "systems": public.table.to_dicts(),
+                        "scaling": public.scaling.to_dicts(),
+                    },
+                    "coefficients": asdict(DEFAULT),
                     "coefficient_targets": coefficient_docs(),
                 },
                 indent=2,
             )
         )
-    else:
-        for r in results:
-            verdict = ("PASS" if r.passed else "FAIL") + ("*" if r.by_construction else " ")
-            print(f"{verdict} {r.id:<4} {r.kind:<8} {r.description[:70]:<70}  want {r.expected}")
-            print(f"{'':16}model: {r.value}")
-            if r.by_construction:
-                print(f"{'':16}by construction: {r.by_construction}")
-        if args.fit:
-            print("\nfitted coefficients (copy into synthetic_fleet/model.py to adopt):")
-            for k, v in asdict(coef).items():
-                if getattr(DEFAULT, k) != v:
-                    print(f"  {k} = {v:.4g}   (was {getattr(DEFAULT, k):.4g})")
-        built = [r.id for r in results if r.by_construction]
-        print(f"\n{len(results) - len(failed)}/{len(results)} targets pass")
-        print(f"* {', '.join(built)} hold by construction (an input is set to the target), not by prediction")
+        return 1 if failed else 0
+    for r in results:
+        verdict = ("PASS" if r.passed else "FAIL") + ("*" if r.by_construction else " ")
+        print(f"{verdict} {r.id:<4} {r.kind:<8} {r.description[:70]:<70}  want {r.expected}")
+        print(f"{'':16}model: {r.value}")
+        if r.by_construction:
+            print(f"{'':16}by construction: {r.by_construction}")
+    built = [r.id for r in results if r.by_construction]
+    print(f"\n{sum(r.passed for r in results)}/{len(results)} targets pass (the paper's)")
+    print(f"* {', '.join(built)} hold by construction (an input is set to the target), not by prediction")
+    _print_public(public)
     return 1 if failed else 0
+
+
+def _fit_to_lake(args: argparse.Namespace) -> int:
+    """`fleet calibrate --fit`: fit, leave-one-platform-out error, stored in the data home."""
+    from pipelines.lib.fit import fit_path, run_fit
+    from synthetic_fleet.catalog import load_hardware, load_models
+
+    home = DataHome.resolve(args.home)
+    hw = load_hardware(home.user_catalog_dir / "hardware.yaml", lenient=True)
+    models = load_models(home.user_catalog_dir / "models.yaml", lenient=True)
+    warn_invalid("calibrate", hw, models, set())
+    try:
+        record = run_fit(home, hw, models)
+    except ValueError as exc:
+        print(f"fleet calibrate: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(record, indent=2))
+        return 0
+    print(f"fitted to {record['runs']} observed runs on {len(record['platforms'])} platforms of {home.lake}")
+    for k, v in record["fitted"].items():
+        print(f"  {k} = {v:.4g}   (default {record['defaults'][k]:.4g})")
+    print(f"in-sample median error {record['in_sample_median_error']:.2f}x")
+    if record["held_out_median_error"] is not None:
+        print(
+            f"leave-one-platform-out error (fitted without the platform's runs, then predicted): median "
+            f"{record['held_out_median_error']:.2f}x, worst {record['held_out_worst_error']:.2f}x"
+        )
+        for p, e in record["held_out_by_platform"].items():
+            print(f"  {p:<{max(map(len, record['held_out_by_platform']))}}  {e:.2f}x")
+    print(f"stored in {fit_path(home)}: `fleet whatif` and `fleet recommend` answer with it and say so")
+    return 0
+
+
+def _print_public(public) -> None:
+    """The public-benchmark section: every system predicted vs observed, scaling pairs, targets b1-b5."""
+    print("\npublic benchmarks: MLPerf Training DLRM v0.7/v1.0 closed division (examples/mlperf/)")
+    width = max(len(p) for p in public.table["platform"]) - len("mlperf_")
+    print(
+        f"  {'system':<{width}} {'nodes':>5} {'observed/s':>12} {'predicted/s':>12} {'ratio':>6} {'LOSO':>6}"
+    )
+    for r in public.table.iter_rows(named=True):
+        print(
+            f"  {r['platform'][len('mlperf_') :]:<{width}} {r['nodes']:>5} {r['observed_eps']:>12,.0f} "
+            f"{r['predicted_eps']:>12,.0f} {r['ratio']:>6.2f} {r['loso_ratio']:>6.2f}"
+        )
+    print("  scaling (many nodes over one): observed, predicted")
+    for r in public.scaling.iter_rows(named=True):
+        print(
+            f"    {r['many'][len('mlperf_') :]} / {r['one'][len('mlperf_') :]}: "
+            f"{r['observed']:.2f}, {r['predicted']:.2f}"
+        )
+    for c in public.checks:
+        print(
+            f"{'PASS' if c.passed else 'FAIL'}  {c.id:<4} {c.description:<70}  "
+            f"want {c.expected}; model: {c.value}"
+        )
+    print(f"{sum(c.passed for c in public.checks)}/{len(public.checks)} public-benchmark targets pass")
+
+
+# How the server counts of an answer were chosen (the same in whatif and recommend).
+SIZED = "counts as given, else default trainers and every other tier sized by what binds it"
 
 
 def _fmt_num(v, unit: str = "") -> str:
@@ -55,64 +122,93 @@ def _fmt_num(v, unit: str = "") -> str:
     return f"{v:,.0f}{unit}" if abs(v) >= 100 else f"{v:.3g}{unit}"
 
 
+def warn_invalid(command: str, hw, models, asked: set[str]) -> None:
+    """One stderr line per invalid user catalog entry the command left out (not those asked for: the
+    command's error names them)."""
+    for name, why in {**hw.invalid, **models.invalid}.items():
+        if name not in asked:
+            print(
+                f"fleet {command}: warning: {why}; that entry is left out, the others are used",
+                file=sys.stderr,
+            )
+
+
+def _counts(r: dict) -> str:
+    return f"{r['n_trainers']}/{r['n_sparse_ps']}/{r['n_dense_ps']}/{r['n_readers']}"
+
+
 def cmd_whatif(args: argparse.Namespace) -> int:
     """The workload model's answer for one configuration, or a sweep of one field over platforms."""
-    from pipelines.lib.workload import INPUT_ERRORS
+    from pipelines.lib import lake
+    from pipelines.lib.fit import load_fit
+    from pipelines.lib.workload import INPUT_ERRORS, build
     from synthetic_fleet.catalog import load_hardware, load_models
-    from synthetic_fleet.whatif import (
-        ask,
-        coerce,
-        parse_setting,
-        pick_model,
-        pick_platforms,
-        utilisation_table,
-    )
+    from synthetic_fleet.whatif import ask, coerce, parse_setting, pick_platforms, utilisation_table
 
     home = DataHome.resolve(args.home)
+    settings = list(args.set or []) + ([f"n_trainers={args.servers}"] if args.servers else [])
     try:
-        hw = load_hardware(home.user_catalog_dir / "hardware.yaml")
-        model = pick_model(load_models(home.user_catalog_dir / "models.yaml"), args.model)
+        hw = load_hardware(home.user_catalog_dir / "hardware.yaml", lenient=True)
+        models = load_models(home.user_catalog_dir / "models.yaml", lenient=True)
+        runs = lake.read_table(home, "runs") if args.run else None
+        kw = {"model": args.model, "config": args.config, "run": args.run, "settings": settings}
+        workload = build(home.user_catalog_dir, runs, **kw)
         platforms = pick_platforms(hw, args.platform)
-        settings = dict(parse_setting(s) for s in args.set or [])
-        settings = {k: coerce(k, v) for k, v in settings.items()}
         sweep = None
         if args.sweep:
             key, values = parse_setting(args.sweep)
             sweep = (key, [coerce(key, v) for v in values.split(",") if v])
-        answer = ask(model, platforms, args.placement, hw, settings, sweep)
+        fit = load_fit(home)
+        answer = ask(workload, platforms, args.placement, hw, {}, sweep, fit.coef)
     except INPUT_ERRORS as exc:
         print(f"fleet whatif: {exc}", file=sys.stderr)
         return 2
+    warn_invalid("whatif", hw, models, {*platforms, args.model or ""})
     rows = answer.records()
     if args.json:
         print(json.dumps(rows, indent=2, default=str))
         return 0
+    name = workload.get("model_name") or "(custom)"
     if sweep or len(rows) > 1:
-        head = (
-            f"{sweep[0] if sweep else '':>18} " if sweep else ""
-        ) + f"{'platform':<10} {'placement':<14} {'fits':<22} {'examples/s':>11} {'ex/s/W':>7}  bottleneck"
+        what = f"placement {args.placement}" if args.placement else "every placement"
         print(
-            f"{model.name}: "
-            + (f"sweep of {sweep[0]}" if sweep else "every placement")
-            + (f" with {settings}" if settings else "")
+            f"{name}: "
+            + (f"sweep of {sweep[0]}, " if sweep else "")
+            + f"{what} on {', '.join(platforms)}"
+            + (f" with {', '.join(settings)}" if settings else "")
         )
-        print(head)
-        for r in rows:
-            fit = "yes" if r["fits"] else f"no, {r['tier']} short {r['shortfall_gb']:,.0f} GB"
-            mark = " *" if r["default_placement"] else ""
-            print(
-                (f"{r['sweep_value']:>18} " if sweep else "")
-                + f"{r['platform']:<10} {r['placement']:<14} {fit:<22} "
-                f"{_fmt_num(r['throughput_eps']):>11} {_fmt_num(r['eps_per_w']):>7}  "
-                f"{r['bottleneck'] or '-'}{mark}"
-            )
-        print("* best placement on that platform")
+        table = [
+            {
+                "value": r["sweep_value"] or "",
+                "platform": r["platform"],
+                "placement": r["placement"],
+                "fits": "yes" if r["fits"] else f"no, {r['tier']} short {r['shortfall_gb']:,.0f} GB",
+                "examples/s": _fmt_num(r["throughput_eps"]),
+                "ex/s/W": _fmt_num(r["eps_per_w"]),
+                "servers": _counts(r),
+                "bottleneck": (r["bottleneck"] or "-") + (" *" if r["default_placement"] else ""),
+            }
+            for r in rows
+        ]
+        heads = {"value": sweep[0] if sweep else ""} | {k: k for k in table[0] if k != "value"}
+        if not sweep:
+            heads.pop("value")
+        width = {k: max(len(h), *(len(t[k]) for t in table)) for k, h in heads.items()}
+        right = {"value", "examples/s", "ex/s/W", "servers"}
+        cell = lambda k, v: f"{v:>{width[k]}}" if k in right else f"{v:<{width[k]}}"  # noqa: E731
+        print("  ".join(cell(k, h) for k, h in heads.items()).rstrip())
+        for t in table:
+            print("  ".join(cell(k, t[k]) for k in heads).rstrip())
+        print(
+            "* best placement on that platform; servers: trainers/sparse PS/dense PS/readers (" + SIZED + ")"
+        )
+        print(f"model: {fit.note}")
         return 0
     r = rows[0]
     print(
-        f"{model.name} on {r['platform']} with {r['placement']} (batch {r['batch_size']}, "
+        f"{name} on {r['platform']} with {r['placement']} (batch {r['batch_size']}, "
         f"trainers {r['n_trainers']}, sparse PS {r['n_sparse_ps']}, dense PS {r['n_dense_ps']}, "
-        f"readers {r['n_readers']})"
+        f"readers {r['n_readers']}; {SIZED})"
     )
     print(
         f"  tables + optimizer state: {r['required_gb']:,.1f} GB in {r['tier']} "
@@ -142,4 +238,5 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     print("  mean utilisation:")
     for role, res in utilisation_table(r).items():
         print(f"    {role:<10} " + "  ".join(f"{k} {v:.0%}" for k, v in res.items()))
+    print(f"  model: {fit.note}")
     return 0

@@ -202,12 +202,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     c.add_argument("--json", action="store_true", help="every target and coefficient as JSON")
     c.add_argument(
-        "--fit", action="store_true", help="re-fit the coefficients of the exact targets first and show them"
+        "--fit",
+        action="store_true",
+        help="fit the shared coefficients to the data home's observed runs, with their "
+        "leave-one-platform-out error, and store the fit there (whatif and recommend then use it)",
     )
+    c.add_argument("--home", help=home_help)
     c.set_defaults(func=model.cmd_calibrate)
 
     w = sub.add_parser("whatif", help="ask the workload model about a configuration or a sweep")
-    w.add_argument("--model", required=True, help="a model of the catalog, e.g. M1prod")
+    w.add_argument("--model", help="a model of the catalog, e.g. M1prod")
+    w.add_argument("--config", help="a workload as YAML or JSON (runs contract workload fields)")
+    w.add_argument("--run", help="the workload of an observed run (run_id in the lake)")
     w.add_argument(
         "--platform", required=True, type=names, help="platform key(s), comma-separated: cpu,big_basin,zion"
     )
@@ -221,7 +227,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FIELD=VALUE",
         help="override a workload or system field",
     )
-    w.add_argument("--sweep", type=sweep, metavar="FIELD=V1,V2,...", help="sweep one field")
+    w.add_argument("--servers", type=at_least_one, metavar="N", help="trainer servers (= --set n_trainers=N)")
+    w.add_argument(
+        "--sweep",
+        type=sweep,
+        metavar="FIELD=V1,V2,...",
+        help="sweep one field (also n_trainers, the server count, and gpus, GPUs per server)",
+    )
     w.add_argument("--home", help=home_help)
     w.add_argument("--json", action="store_true", help="the answer as JSON records")
     w.set_defaults(func=model.cmd_whatif)
@@ -231,7 +243,17 @@ def build_parser() -> argparse.ArgumentParser:
     rc.add_argument("--config", help="a workload as YAML or JSON (runs contract workload fields)")
     rc.add_argument("--run", help="the workload of an observed run (run_id in the lake)")
     rc.add_argument(
-        "--set", action="append", type=setting, metavar="FIELD=VALUE", help="override a workload field"
+        "--set",
+        action="append",
+        type=setting,
+        metavar="FIELD=VALUE",
+        help="override a workload field, a server count or gpus (GPUs per server)",
+    )
+    rc.add_argument(
+        "--servers",
+        type=at_least_one,
+        metavar="N",
+        help="trainer servers of every option (= --set n_trainers=N)",
     )
     rc.add_argument(
         "--objective",

@@ -14,31 +14,39 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     """Every platform x placement for a workload, ranked under an objective, with the fleet's correction."""
     from threadpoolctl import threadpool_limits
 
+    from pipelines.cli.model import warn_invalid
     from pipelines.lib import lake
+    from pipelines.lib.fit import load_fit
     from pipelines.lib.recommend import Fleet, fit_correction, observed, recommend
     from pipelines.lib.workload import INPUT_ERRORS, build
-    from synthetic_fleet.catalog import load_hardware
+    from synthetic_fleet.catalog import load_hardware, load_models
     from synthetic_fleet.whatif import pick_platforms
 
     home = DataHome.resolve(args.home)
+    settings = list(args.set or []) + ([f"n_trainers={args.servers}"] if args.servers else [])
     try:
-        hw = load_hardware(home.user_catalog_dir / "hardware.yaml")
+        hw = load_hardware(home.user_catalog_dir / "hardware.yaml", lenient=True)
+        models = load_models(home.user_catalog_dir / "models.yaml", lenient=True)
         all_runs = lake.read_table(home, "runs")
-        kw = {"model": args.model, "config": args.config, "run": args.run, "settings": args.set}
+        kw = {"model": args.model, "config": args.config, "run": args.run, "settings": settings}
         workload = build(home.user_catalog_dir, all_runs, **kw)
         platforms = pick_platforms(hw, args.platforms) if args.platforms else None
+        fit = load_fit(home)
         fleet = Fleet.from_runs(all_runs, hw)
+        warn_invalid("recommend", hw, models, {*(platforms or []), args.model or ""})
         print(f"fitting the fleet correction on {fleet.runs.height:,} runs ...", file=sys.stderr, flush=True)
         with threadpool_limits(limits=len(os.sched_getaffinity(0))):  # sklearn's threads: one per core
-            correction = fit_correction(fleet, hw)
+            correction = fit_correction(fleet, hw, fit.coef)
             print("ranking every platform x placement ...", file=sys.stderr, flush=True)
-            res = observed(recommend(workload, hw, fleet, correction, args.objective, platforms), fleet)
+            ranked = recommend(workload, hw, fleet, correction, args.objective, platforms, fit.coef)
+            res = observed(ranked, fleet, workload)
     except (*INPUT_ERRORS, ValueError) as exc:
         print(f"fleet recommend: {exc}", file=sys.stderr)
         return 2
     if args.json:
         out = {"workload": workload, "objective": args.objective, "correction": correction.note}
         out |= {"cv_mdape": correction.cv_mdape_used, "band_coverage": correction.cv_band_coverage}
+        out |= {"model_fit": fit.note}
         print(json.dumps(out | {"options": res.to_dicts()}, indent=2, default=str))
         return 0
     best = res.filter(res["recommended"])
@@ -56,10 +64,13 @@ def cmd_recommend(args: argparse.Namespace) -> int:
                 f"     the fleet ran this {b['n_observed_runs']} times: "
                 f"median {b['observed_median_eps']:,.0f} examples/s"
             )
+        elif b["observed_note"]:
+            print(f"     no observed median: {b['observed_note']}")
     else:
         print("  -> nothing in the catalog fits these tables")
     print("  other options:")
     for r in res.filter(~res["recommended"]).iter_rows(named=True):  # a handful of options
         print(f"     {r['rank']}. {r['explanation']}")
     print(f"  basis: {correction.note}")
+    print(f"  model: {fit.note}")
     return 0

@@ -57,9 +57,11 @@ def check_lake(home: DataHome) -> None:
         ) from None
 
 
-def check_user_catalogs(home: DataHome) -> None:
+def check_user_catalogs(home: DataHome, lenient: bool = False) -> None:
     """The user's hardware.yaml, models.yaml and prometheus.yaml (the Prometheus mapping) in the data home,
-    if present, load and validate."""
+    if present, load and validate. With ``lenient`` (the planning commands), only the catalog files
+    themselves must be readable: an invalid entry is left out by the command, which names it, and the other
+    entries stay usable."""
     from pipelines.lib.prometheus.mapping import MappingError, load_mapping, user_file
     from synthetic_fleet.catalog import CatalogError, load_hardware, load_models
 
@@ -76,13 +78,13 @@ def check_user_catalogs(home: DataHome) -> None:
         if data and (not isinstance(data, dict) or not isinstance(entries or {}, dict)):
             raise UsageError(f"user catalog {path}: expected '{section}:' mapping names to fields; {fix}")
         for key, spec in (entries or {}).items():
-            if not isinstance(spec, dict):
+            if not lenient and not isinstance(spec, dict):
                 raise UsageError(
                     f"user catalog {path}: {section[:-1]} {key!r} is not a mapping of fields; {fix}"
                 )
     try:
-        hw = load_hardware(home.user_catalog_dir / "hardware.yaml")
-        load_models(home.user_catalog_dir / "models.yaml")
+        hw = load_hardware(home.user_catalog_dir / "hardware.yaml", lenient)
+        load_models(home.user_catalog_dir / "models.yaml", lenient)
     except CatalogError as exc:
         raise UsageError(f"user catalog {_one_line(str(exc))}; fix or move that file") from None
     if user_file(home).exists():

@@ -21,9 +21,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from synthetic_fleet import defaults, fields
+from synthetic_fleet import fields
+from synthetic_fleet.bottlenecks import BOTTLENECKS
 from synthetic_fleet.catalog import HardwareCatalog, ModelSpec
 from synthetic_fleet.model import DEFAULT, Coefficients, predict_frame
+from synthetic_fleet.sizing import size_servers, system_row, workload_of_model
 
 OBJECTIVES = ("throughput", "perf_per_watt")
 MIN_RUNS = 60  # fewer observed runs than this: no correction model
@@ -33,16 +35,16 @@ BAND_SAMPLES = 48  # coefficient draws for the analytical band (no fleet history
 # DLRM measurements show (paper §V; TorchRec's planner uses fixed efficiencies of the same order).
 COEF_SPREAD = 0.15
 BAND = (0.1, 0.9)  # the band's nominal quantiles (an 80 % interval)
-SATURATION = 0.99  # a tier is sized at the smallest count that reaches this share of its ample throughput
-SEARCH_MAX = 256  # largest sparse-PS count the sizing search tries
 SAMPLED = (
-    "eta_c_cpu",
-    "eta_c_gpu",
+    "eta_mlp_cpu",
+    "eta_mlp_gpu",
     "eta_hbm",
     "eta_net",
     "eta_ps_dram",
     "eta_dram",
-    "gpu_table_overhead_s",
+    "dispatch_s",
+    "fused_launch_s",
+    "graph_launch_s",
     "host_copy_gbps",
     "kappa",
 )
@@ -215,103 +217,33 @@ def fit_correction(fleet: Fleet, hw: HardwareCatalog, coef: Coefficients = DEFAU
 # -------------------------------------------------------------------------------------- candidates
 
 
-def workload_of_model(spec: ModelSpec) -> dict[str, Any]:
-    """A catalog model as a workload: its shape, its batch per platform and its production CPU setup."""
-    return {k: spec.name if k == "model_name" else getattr(spec, k) for k in fields.workload_keys()} | {
-        "batch_map": dict(spec.batch_size),
-        "cpu_baseline": dict(spec.cpu_baseline) if spec.cpu_baseline else None,
-    }
-
-
-def batch_on(workload: dict[str, Any], platform: str, gpus: int) -> int:
-    """The workload's batch on a platform: its batch map's entry; else ``batch_cpu`` / ``batch_gpu``;
-    else the default of the platform kind (synthetic_fleet.defaults: 512 per CPU trainer, 512 per GPU)."""
-    batch_map = workload.get("batch_map") or {}
-    if platform in batch_map:
-        return int(batch_map[platform])
-    given = workload.get("batch_cpu" if gpus == 0 else "batch_gpu")
-    return int(given) if given else defaults.batch_for(batch_map, platform, gpus)
-
-
 def candidates(
-    workload: dict[str, Any], hw: HardwareCatalog, fleet: Fleet, platforms: Iterable[str] | None = None
+    workload: dict[str, Any],
+    hw: HardwareCatalog,
+    fleet: Fleet,
+    platforms: Iterable[str] | None = None,
+    coef: Coefficients = DEFAULT,
 ) -> pl.DataFrame:
-    """One system per modelled platform x placement, sized as a planner would: CPU trainers as the fleet
-    runs this model (else its production CPU setup, else the CPU default of synthetic_fleet.defaults), one
-    GPU server, every other tier by its binding constraint (see ``_size_servers``)."""
+    """One system per modelled platform x placement, built and sized as `fleet whatif` builds them
+    (synthetic_fleet.sizing): the server counts the workload's settings give (``system``) are kept; CPU
+    trainers are otherwise as the fleet runs this model (else its production CPU setup, else the CPU default
+    of synthetic_fleet.defaults); every other tier is sized by its binding constraint."""
     name = workload.get("model_name") or "(custom)"
+    asked = dict(workload.get("system") or {})
     rows = []
     for platform, spec in sorted(hw.platforms.items()):
         if not spec.modelled or (platforms and platform not in platforms):
             continue
-        hbm_usable = spec.gpus * (spec.hbm_gb_per_gpu or 0) * (1 - hw.hbm_reserve)
-        for placement in spec.placements:
-            if placement == "hybrid" and workload["embedding_gb"] <= hbm_usable:
-                continue  # the tables fit HBM: hybrid would be gpu_hbm under another name
-            row = {k: workload[k] for k in fields.workload_keys() if workload.get(k) is not None}
-            trainers = defaults.system_for(workload.get("cpu_baseline"), spec.gpus)["n_trainers"]
-            if spec.gpus == 0:
-                trainers = fleet.modal(name, platform, "n_trainers") or trainers
-            # 0 servers in a tier = no constraint from it, until _size_servers sizes it.
-            row.update(
-                platform=platform,
-                placement=placement,
-                batch_size=batch_on(workload, platform, spec.gpus),
-                n_trainers=trainers,
-                n_dense_ps=0,
-                n_sparse_ps=0,
-                n_readers=0,
-            )
-            rows.append(row)
+        if "gpus" in asked and spec.gpus == 0:
+            continue  # a GPU count asks about GPU servers
+        counts = dict(asked)
+        if spec.gpus == 0 and "n_trainers" not in counts:
+            modal = fleet.modal(name, platform, "n_trainers")
+            if modal:
+                counts["n_trainers"] = modal
+        rows += [system_row(workload, platform, placement, hw, counts) for placement in spec.placements]
     frame = pl.DataFrame(rows, infer_schema_length=None)
-    return _size_servers(frame, hw) if frame.height else frame
-
-
-def _smallest(
-    frame: pl.DataFrame, rows: np.ndarray, column: str, hw: HardwareCatalog, coef: Coefficients
-) -> np.ndarray:
-    """Per row in ``rows``: the smallest count of ``column`` (1..SEARCH_MAX) whose throughput reaches
-    SATURATION of the best any count gives, with the tables fitting; one model evaluation for all."""
-    out = frame[column].to_numpy().copy()
-    idx = np.flatnonzero(rows)
-    if not idx.size:
-        return out
-    counts = np.arange(1, SEARCH_MAX + 1)
-    trial = (
-        frame[idx]
-        .select(pl.all().repeat_by(SEARCH_MAX).explode())
-        .with_columns(pl.Series(column, np.tile(counts, idx.size), pl.Int32))
-    )
-    p = predict_frame(trial, hw, coef)
-    thr = p["throughput_eps"].fill_null(0.0).to_numpy().reshape(idx.size, SEARCH_MAX)
-    good = thr >= SATURATION * thr.max(axis=1, keepdims=True)
-    good &= thr > 0
-    out[idx] = np.where(good.any(axis=1), counts[good.argmax(axis=1)], out[idx])
-    return out
-
-
-def _size_servers(frame: pl.DataFrame, hw: HardwareCatalog, coef: Coefficients = DEFAULT) -> pl.DataFrame:
-    """Each tier by its binding constraint: sparse PS (remote_ps) at the smallest count that holds the
-    tables with their optimizer state and reaches the throughput (PS memory bandwidth, network); then CPU
-    dense PS the same way; readers for the throughput reached (0 readers = no reader constraint)."""
-    on_cpu = frame.select(
-        pl.col("platform").replace_strict({k: v.gpus == 0 for k, v in hw.platforms.items()})
-    )
-    n_ps = _smallest(frame, frame["placement"].to_numpy() == "remote_ps", "n_sparse_ps", hw, coef)
-    frame = frame.with_columns(pl.Series("n_sparse_ps", n_ps.astype(np.int32)))
-    n_dps = _smallest(frame, on_cpu.to_series().to_numpy(), "n_dense_ps", hw, coef)
-    frame = frame.with_columns(pl.Series("n_dense_ps", n_dps.astype(np.int32)))
-    p = predict_frame(frame, hw, coef)
-    thr = p["throughput_eps"].fill_null(0).to_numpy()
-    n_rd = np.ceil(thr * p["input_bytes_per_example"].to_numpy() / (coef.reader_gbps * 1e9)).clip(1, None)
-    return frame.with_columns(pl.Series("n_readers", n_rd.astype(np.int32)))
-
-
-def binding_counts(systems: pl.DataFrame, hw: HardwareCatalog, coef: Coefficients = DEFAULT) -> pl.DataFrame:
-    """``systems`` with sparse PS, dense PS and readers at the counts the recommender gives them (its
-    binding-constraint sizing, ``_size_servers``); a tier at 0 servers is sized from scratch. Right-sizing
-    (pipelines/lib/waste.py) calls this so that it never goes below what a recommendation would hold."""
-    return _size_servers(systems, hw, coef)
+    return size_servers(frame, hw, coef) if frame.height else frame
 
 
 # ------------------------------------------------------------------------------------ predictions
@@ -345,23 +277,6 @@ def analytic_band(
         return np.nanpercentile(np.vstack(draws), [10, 50, 90], axis=0).T
 
 
-# What relieving each bottleneck would take; `mlp_compute_cpu` is the CPU cluster's variant (no tensor cores).
-COUNTERFACTUAL = {
-    "mlp_compute": "fp16 tensor-core MLPs",
-    "mlp_compute_cpu": "twice the servers in every tier",
-    "kernel_overhead": "one batched kernel for all {n_tables} tables",
-    "gpu_communication": "GPU links twice as fast (at least NVLink-class, 150 GB/s)",
-    "exchange_latency": "one batched all-to-all for all {n_tables} tables",
-    "embedding_lookup": "fp16 embedding rows (half the bytes moved)",
-    "host_copy": "GPUDirect RDMA (host copies twice as fast)",
-    "trainer_network": "a 100 GbE NIC on every server",
-    "ps_network": "a 100 GbE NIC on every server",
-    "ps_memory_bandwidth": "twice the sparse parameter servers",
-    "dense_ps_network": "twice the dense parameter servers",
-    "readers": "twice the readers",
-}
-
-
 def _counterfactual_kind(frame: pl.DataFrame, bottleneck: np.ndarray, hw: HardwareCatalog) -> np.ndarray:
     on_cpu = np.array([hw.platforms[p].gpus == 0 for p in frame["platform"].to_list()], dtype=bool)
     return np.where(on_cpu & (bottleneck == "mlp_compute"), "mlp_compute_cpu", bottleneck)
@@ -370,51 +285,14 @@ def _counterfactual_kind(frame: pl.DataFrame, bottleneck: np.ndarray, hw: Hardwa
 def _counterfactual_throughput(
     frame: pl.DataFrame, kind: np.ndarray, hw: HardwareCatalog, coef: Coefficients
 ) -> np.ndarray:
-    """Throughput with the bottleneck relieved as COUNTERFACTUAL says (one model evaluation per kind)."""
+    """Throughput with the bottleneck relieved as its Bottleneck definition says (one model evaluation per
+    kind)."""
     out = np.full(frame.height, np.nan)
-
-    def upgraded(**field: float) -> HardwareCatalog:
-        ((name, floor),) = field.items()
-        return replace(
-            hw,
-            platforms={
-                k: replace(v, **{name: max(getattr(v, name) or 0, floor)}) for k, v in hw.platforms.items()
-            },
-        )
-
-    fast_nic = upgraded(nic_gb_per_s=12.5)
-    fast_links = replace(
-        hw,
-        platforms={
-            k: replace(v, gpu_link_gb_per_s=max(2 * (v.gpu_link_gb_per_s or 0), 150.0))
-            for k, v in hw.platforms.items()
-        },
-    )
-    every_tier = pl.col("n_trainers", "n_sparse_ps", "n_dense_ps", "n_readers") * 2
-    variants = {
-        "mlp_compute": (frame.with_columns(pl.lit("fp16").alias("precision")), hw, coef),
-        "mlp_compute_cpu": (frame.with_columns(every_tier), hw, coef),
-        "kernel_overhead": (frame, hw, replace(coef, gpu_table_overhead_s=coef.gpu_table_overhead_s / 8)),
-        "gpu_communication": (frame, fast_links, coef),
-        "exchange_latency": (frame, hw, replace(coef, a2a_message_s=coef.a2a_message_s / 8)),
-        "embedding_lookup": (
-            frame.with_columns((pl.col("embedding_dim") // 2).alias("embedding_dim")),
-            hw,
-            coef,
-        ),
-        "host_copy": (frame, hw, replace(coef, host_copy_gbps=coef.host_copy_gbps * 2)),
-        "trainer_network": (frame, fast_nic, coef),
-        "ps_network": (frame, fast_nic, coef),
-        "ps_memory_bandwidth": (frame.with_columns(pl.col("n_sparse_ps") * 2), hw, coef),
-        "dense_ps_network": (frame.with_columns(pl.col("n_dense_ps") * 2), hw, coef),
-        "readers": (frame.with_columns(pl.col("n_readers") * 2), hw, coef),
-    }
-    for k, (f, h, c) in variants.items():
-        mask = kind == k
+    for key, b in BOTTLENECKS.items():
+        mask = kind == key
         if mask.any():
-            out[mask] = (
-                predict_frame(f.filter(pl.Series(mask)), h, c)["throughput_eps"].fill_null(np.nan).to_numpy()
-            )
+            f, h, c = b.relief(frame.filter(pl.Series(mask)), hw, coef)
+            out[mask] = predict_frame(f, h, c)["throughput_eps"].fill_null(np.nan).to_numpy()
     return out
 
 
@@ -448,7 +326,7 @@ def recommend(
     """Every option for the workload, ranked under the objective; the first fitting one is recommended."""
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; valid: {', '.join(OBJECTIVES)}")
-    cand = candidates(workload, hw, fleet, platforms)
+    cand = candidates(workload, hw, fleet, platforms, coef)
     if cand.is_empty():
         raise ValueError(
             "no modelled platform to compare" + (f" among {', '.join(platforms)}" if platforms else "")
@@ -497,7 +375,7 @@ def recommend(
         pl.lit(correction.cv_mdape_used, pl.Float64).alias("cv_mdape"),
         pl.lit(correction.cv_band_coverage, pl.Float64).alias("band_coverage"),
     )
-    res = res.with_columns(_count_flags(res, fleet, hw))
+    res = _as_gpu_hbm_twin(res.with_columns(_count_flags(res, fleet, hw)))
     score = "p50_throughput_eps" if objective == "throughput" else "eps_per_w"
     # Ties (hybrid equals gpu_hbm when the tables fit HBM) go to the simpler placement.
     simpler = pl.col("placement").replace_strict(
@@ -510,7 +388,45 @@ def recommend(
         .with_row_index("rank", offset=1)
     )
     res = res.with_columns(((pl.col("rank") == 1) & pl.col("fits")).alias("recommended"))
+    res = res.with_columns(_too_close(res, objective))
     return res.with_columns(_explain(res, score, workload)).drop("_cf_kind")
+
+
+# What a hybrid option whose tables fit in HBM takes from the platform's gpu_hbm option: it is that option.
+TWIN_COLUMNS = ("p10_throughput_eps", "p50_throughput_eps", "p90_throughput_eps", "eps_per_w", "basis")
+
+
+def _as_gpu_hbm_twin(res: pl.DataFrame) -> pl.DataFrame:
+    """hybrid on a platform whose HBM holds the tables (its gpu_hbm option fits) keeps them all there: the
+    gpu_hbm option under another name. It gets that option's answer (the fleet correction, fitted per
+    placement, must not split one configuration in two) and is marked, so the tie goes to gpu_hbm."""
+    hbm = res.filter((pl.col("placement") == "gpu_hbm") & pl.col("fits")).select(
+        "platform", *[pl.col(c).alias(f"_hbm_{c}") for c in TWIN_COLUMNS]
+    )
+    out = res.join(hbm, on="platform", how="left")
+    twin = (pl.col("placement") == "hybrid") & pl.col("fits") & pl.col("_hbm_basis").is_not_null()
+    return out.with_columns(
+        *[pl.when(twin).then(pl.col(f"_hbm_{c}")).otherwise(pl.col(c)).alias(c) for c in TWIN_COLUMNS],
+        twin.fill_null(False).alias("same_as_gpu_hbm"),
+    ).drop([f"_hbm_{c}" for c in TWIN_COLUMNS])
+
+
+def _too_close(res: pl.DataFrame, objective: str) -> pl.Expr:
+    """Options whose P10-P90 band overlaps the recommended option's (under the objective): the model
+    cannot tell them apart. The recommended option is flagged when any other option overlaps it."""
+    per_w = objective == "perf_per_watt"
+    lo = pl.col("p10_throughput_eps") / (pl.col("provisioned_w") if per_w else 1)
+    hi = pl.col("p90_throughput_eps") / (pl.col("provisioned_w") if per_w else 1)
+    best = res.filter(pl.col("recommended"))
+    if best.is_empty():
+        return pl.lit(False).alias("too_close_to_call")
+    b = best.select(lo.alias("lo"), hi.alias("hi")).row(0, named=True)
+    others = pl.col("fits") & ~pl.col("recommended") & ~pl.col("same_as_gpu_hbm")
+    overlaps = others & (lo <= b["hi"]) & (hi >= b["lo"])
+    any_overlap = bool(res.select((overlaps.fill_null(False)).any()).item())
+    return (
+        pl.when(pl.col("recommended")).then(pl.lit(any_overlap)).otherwise(overlaps.fill_null(False))
+    ).alias("too_close_to_call")
 
 
 def _count_flags(res: pl.DataFrame, fleet: Fleet, hw: HardwareCatalog) -> pl.Expr:
@@ -538,21 +454,6 @@ def _count_flags(res: pl.DataFrame, fleet: Fleet, hw: HardwareCatalog) -> pl.Exp
     return pl.concat_str(parts, separator="; ", ignore_nulls=True).replace("", None).alias("count_flags")
 
 
-BOTTLENECK_TEXT = {
-    "mlp_compute": "MLP compute",
-    "kernel_overhead": "per-table GPU kernel overhead",
-    "gpu_communication": "GPU-GPU communication",
-    "exchange_latency": "per-table all-to-all messages between GPUs",
-    "embedding_lookup": "embedding lookups",
-    "host_copy": "the GPU host's copies between NIC and GPUs (remote PS)",
-    "trainer_network": "the trainers' network",
-    "ps_network": "the parameter servers' network",
-    "ps_memory_bandwidth": "parameter-server memory bandwidth",
-    "dense_ps_network": "dense-PS synchronisation",
-    "readers": "the readers",
-}
-
-
 SERVER_NOUNS = (
     ("n_trainers", ("trainer", "trainers")),
     ("n_sparse_ps", ("sparse PS", "sparse PS")),
@@ -573,7 +474,8 @@ def _explain(res: pl.DataFrame, score: str, workload: dict[str, Any]) -> pl.Expr
     bottleneck and its counterfactual, the server counts, and why drawn power may exceed provisioned."""
     best = res.filter(pl.col("fits")).row(0, named=True) if res["fits"].any() else None
     cf_text = pl.col("_cf_kind").replace_strict(
-        {k: v.format(n_tables=workload.get("n_tables", "")) for k, v in COUNTERFACTUAL.items()}, default=""
+        {k: b.counterfactual.format(n_tables=workload.get("n_tables", "")) for k, b in BOTTLENECKS.items()},
+        default="",
     )
     coverage = (
         pl.when(pl.col("band_coverage").is_not_null())
@@ -591,7 +493,9 @@ def _explain(res: pl.DataFrame, score: str, workload: dict[str, Any]) -> pl.Expr
         pl.col("p90_throughput_eps").round(0).cast(pl.Int64),
         coverage,
         pl.col("eps_per_w").round(1),
-        pl.col("bottleneck").replace_strict(BOTTLENECK_TEXT, default=pl.col("bottleneck")),
+        pl.col("bottleneck").replace_strict(
+            {k: b.explanation for k, b in BOTTLENECKS.items()}, default=pl.col("bottleneck")
+        ),
         cf_text,
         pl.col("counterfactual_gain").round(2),
         *(_count(c, noun) for c, noun in SERVER_NOUNS),
@@ -609,7 +513,16 @@ def _explain(res: pl.DataFrame, score: str, workload: dict[str, Any]) -> pl.Expr
         )
         .otherwise(pl.lit(""))
     )
-    fits_text = pl.concat_str([fits_text, drawn])
+    close = (
+        pl.when(pl.col("too_close_to_call") & pl.col("recommended"))
+        .then(pl.lit("; too close to call: another option's P10-P90 band overlaps this one's"))
+        .when(pl.col("too_close_to_call"))
+        .then(pl.lit("; too close to call with the recommended option (P10-P90 bands overlap)"))
+        .when(pl.col("same_as_gpu_hbm"))
+        .then(pl.lit("; the same as gpu_hbm here: the tables fit in HBM, so hybrid keeps them all there"))
+        .otherwise(pl.lit(""))
+    )
+    fits_text = pl.concat_str([fits_text, drawn, close])
     if best is not None:
         rel = pl.col(score) / best[score]
         fits_text = (
@@ -659,25 +572,53 @@ def fleet_workloads(fleet: Fleet, models: dict[str, ModelSpec]) -> dict[str, dic
     return out
 
 
-def observed(res: pl.DataFrame, fleet: Fleet) -> pl.DataFrame:
-    """Attach the fleet's median throughput for each option's model, platform, placement and trainer count."""
-    med = fleet.runs.group_by("model_name", "platform", "placement", "n_trainers").agg(
+def never_ran(workload: dict[str, Any], fleet: Fleet) -> str | None:
+    """Why the fleet's observations do not describe this workload (its model family never ran, or a shape
+    field lies outside what the family's runs cover), or None when they do."""
+    name = workload.get("model_name")
+    family = fleet.runs.filter(pl.col("model_name") == name) if name else fleet.runs.clear()
+    if family.is_empty():
+        return f"the fleet never ran {name or 'this workload'}"
+    for f in fields.shape_fields():
+        v = workload.get(f)
+        if v is None or f not in family.columns or family[f].null_count() == family.height:
+            continue
+        seen = family[f].drop_nulls()
+        if family.schema[f] == pl.String:
+            if v not in set(seen.to_list()):
+                return f"the fleet never ran {name} with {f} {v}"
+        elif not seen.min() - 1e-9 <= float(v) <= seen.max() + 1e-9:
+            return f"the fleet never ran {name} with {f} {v:g} (its runs: {seen.min():g}-{seen.max():g})"
+    return None
+
+
+def observed(res: pl.DataFrame, fleet: Fleet, workload: dict[str, Any] | None = None) -> pl.DataFrame:
+    """Attach the fleet's median throughput for each option's model, platform, placement, trainer count and
+    batch; with ``workload``, only where the fleet ran that workload (``observed_note`` says why not)."""
+    why = never_ran(workload, fleet) if workload is not None else None
+    keys = ["model_name", "platform", "placement", "n_trainers", "batch_size"]
+    runs = fleet.runs.clear() if why else fleet.runs
+    med = runs.group_by(keys).agg(
         pl.col("throughput_eps").median().alias("observed_median_eps"),
         pl.len().cast(pl.Int64).alias("n_observed_runs"),
     )
     return res.join(
-        med.with_columns(pl.col("n_trainers").cast(res.schema["n_trainers"])),
-        on=["model_name", "platform", "placement", "n_trainers"],
+        med.with_columns(pl.col(k).cast(res.schema[k]) for k in ("n_trainers", "batch_size")),
+        on=keys,
         how="left",
-    ).with_columns(pl.col("n_observed_runs").fill_null(0))
+    ).with_columns(pl.col("n_observed_runs").fill_null(0), pl.lit(why, pl.String).alias("observed_note"))
 
 
 def fleet_recommendations(
-    fleet: Fleet, hw: HardwareCatalog, models: dict[str, ModelSpec], correction: Correction
+    fleet: Fleet,
+    hw: HardwareCatalog,
+    models: dict[str, ModelSpec],
+    correction: Correction,
+    coef: Coefficients = DEFAULT,
 ) -> pl.DataFrame:
     """Every model family of the fleet x objective x option, ranked."""
     parts = [
-        observed(recommend(w, hw, fleet, correction, objective), fleet)
+        observed(recommend(w, hw, fleet, correction, objective, None, coef), fleet, w)
         for w in fleet_workloads(fleet, models).values()
         for objective in OBJECTIVES
     ]
@@ -685,19 +626,21 @@ def fleet_recommendations(
 
 
 def fleet_recommendations_cached(home, hw: HardwareCatalog) -> tuple[pl.DataFrame, dict, bool]:
-    """``fleet_recommendations`` for the data home's fleet, refitted only when what it learns from changed
-    (the lake's runs, the user's catalogs, the code): (recommendations, the correction's figures, reused).
-    The fit's threads are capped to the cores this process may use."""
+    """``fleet_recommendations`` for the data home's fleet with the data home's model fit (if any),
+    refitted only when what it learns from changed (the lake's runs, the user's catalogs, the model fit, the
+    code): (recommendations, the correction's figures, reused). The fit's threads are capped to the cores
+    this process may use."""
     from threadpoolctl import threadpool_limits
 
     from pipelines.lib import cache, lake
     from pipelines.lib.contracts import contract
+    from pipelines.lib.fit import fit_path, load_fit
     from synthetic_fleet.catalog import load_models
 
     models_path = home.user_catalog_dir / "models.yaml"
     version = cache.key(
         cache.lake_version(home, ["runs"]),
-        cache.files_version([home.user_catalog_dir / "hardware.yaml", models_path]),
+        cache.files_version([home.user_catalog_dir / "hardware.yaml", models_path, fit_path(home)]),
         cache.code_version("synthetic_fleet", "pipelines/lib", "schemas"),
     )
     computed = []
@@ -705,9 +648,10 @@ def fleet_recommendations_cached(home, hw: HardwareCatalog) -> tuple[pl.DataFram
     def compute() -> dict[str, pl.DataFrame]:
         computed.append(True)
         with threadpool_limits(limits=len(os.sched_getaffinity(0))):
+            coef = load_fit(home).coef
             fleet = Fleet.from_runs(lake.read_table(home, "runs"), hw)
-            correction = fit_correction(fleet, hw)
-            recs = fleet_recommendations(fleet, hw, load_models(models_path), correction)
+            correction = fit_correction(fleet, hw, coef)
+            recs = fleet_recommendations(fleet, hw, load_models(models_path, lenient=True), correction, coef)
         c = contract("recommendations")
         figures = {
             "note": correction.note,

@@ -10,7 +10,7 @@ the target (a resource already above it may not rise):
 - ``workload_model`` (the run's workload is known and its platform modelled): the load per server at n' is
   the workload model's utilisation at n' over its utilisation at n; n' must also keep the recommender's
   SATURATION of the model's throughput and fit the tables, and is never below the recommender's
-  binding-constraint count for the model family on the run's system (``recommend.binding_counts``);
+  binding-constraint count for the model family on the run's system (``sizing.size_servers``);
 - ``utilisation_headroom`` (telemetry only: public traces, Prometheus): the load of the resources that
   spread over the servers (the contract's ``load_resources``) is spread evenly, so it scales by n / n';
 - ``no_telemetry``: no samples for the role, not judged.
@@ -31,11 +31,11 @@ import polars.selectors as cs
 from pipelines.lib import analytics, lake
 from pipelines.lib.contracts import contract, resources
 from pipelines.lib.paths import DataHome
-from pipelines.lib.recommend import SATURATION, batch_on, binding_counts, workload_of_model
 from pipelines.lib.sqlfiles import sql_text
 from synthetic_fleet import fields
 from synthetic_fleet.catalog import HardwareCatalog, ModelSpec
 from synthetic_fleet.model import ROLES, UTIL_RESOURCES, predict_frame
+from synthetic_fleet.sizing import SATURATION, batch_on, size_servers, workload_of_model
 
 ROLE_COUNTS = dict(zip(ROLES, fields.SERVER_COUNTS, strict=True))  # role -> its count column in runs
 SLACK = 1e-9  # float noise when a scaled p95 lands exactly on its limit
@@ -391,7 +391,7 @@ def _recommender_counts(
         )
     sized = []
     if rows:
-        setups = binding_counts(pl.DataFrame(rows, infer_schema_length=None).with_columns(from_scratch), hw)
+        setups = size_servers(pl.DataFrame(rows, infer_schema_length=None).with_columns(from_scratch), hw)
         sized.append(
             known.filter(in_catalog)
             .select("run_id", *keys)
@@ -401,9 +401,7 @@ def _recommender_counts(
     own = known.filter(~in_catalog)
     if own.height:
         sized.append(
-            binding_counts(own.with_columns(from_scratch), hw).select(
-                "run_id", "platform", "placement", *tiers
-            )
+            size_servers(own.with_columns(from_scratch), hw).select("run_id", "platform", "placement", *tiers)
         )
     if not sized:
         return pl.DataFrame(schema={"run_id": pl.String, "role": pl.String, "recommender_servers": pl.Int32})

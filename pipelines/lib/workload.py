@@ -1,10 +1,12 @@
-"""Workloads for `fleet recommend`: a catalog model, a workload file (YAML or JSON) or an observed run,
-then ``FIELD=VALUE`` overrides. Every value is checked against its type and bounds (the runs contract,
-see synthetic_fleet/fields.py); an error names the field and the bound, and the CLI prints it (exit 2).
+"""Workloads for `fleet whatif` and `fleet recommend`: a catalog model, a workload file (YAML or JSON) or
+an observed run, then ``FIELD=VALUE`` overrides. Every value is checked against its type and bounds (the
+runs contract, see synthetic_fleet/fields.py); an error names the field and the bound, and the CLI prints
+it (exit 2).
 
-A workload is a dict of the runs contract's workload fields plus ``precision`` and how to pick its batch
-on a platform (pipelines.lib.recommend.batch_on): ``batch_map`` (platform -> batch), else ``batch_cpu``
-(per CPU trainer) or ``batch_gpu`` (global batch of one GPU server), else the platform kind's default.
+A workload is a dict of the runs contract's workload fields plus the model-only fields, how to pick its
+batch on a platform (synthetic_fleet.sizing.batch_on): ``batch_map`` (platform -> batch), else
+``batch_cpu`` (per CPU trainer) or ``batch_gpu`` (global batch of one GPU server), else the platform kind's
+default; and ``system``: the server counts (and GPUs per server) asked for.
 """
 
 from __future__ import annotations
@@ -16,10 +18,17 @@ import polars as pl
 import yaml
 
 from pipelines.lib import safe_yaml
-from pipelines.lib.recommend import workload_of_model
 from synthetic_fleet import defaults, fields
 from synthetic_fleet.catalog import CatalogError, load_models
-from synthetic_fleet.whatif import WhatIfError, apply_settings, coerce, parse_setting, pick_model
+from synthetic_fleet.sizing import workload_of_model
+from synthetic_fleet.whatif import (
+    WhatIfError,
+    coerce,
+    parse_setting,
+    pick_model,
+    split_settings,
+    with_workload_settings,
+)
 
 BATCH_KEYS = ("batch_cpu", "batch_gpu", "batch_size")
 # Fields a workload file may leave out, and what they become.
@@ -27,7 +36,19 @@ OPTIONAL = {
     "n_tables": "one table per sparse feature",
     "lookup_power_law_alpha": f"{defaults.LOOKUP_POWER_LAW_ALPHA}",
     "precision": defaults.PRECISION,
+    "optimizer": defaults.OPTIMIZER,
+    "kernels": defaults.KERNELS,
+    "dcn_layers": f"{defaults.DCN_LAYERS}",
+    "dcn_rank": f"{defaults.DCN_RANK}",
     "model_name": "the file's name",
+}
+# The defaults of the model-only fields a workload file or an observed run may leave out.
+MODEL_DEFAULTS = {
+    "precision": defaults.PRECISION,
+    "optimizer": defaults.OPTIMIZER,
+    "kernels": defaults.KERNELS,
+    "dcn_layers": defaults.DCN_LAYERS,
+    "dcn_rank": defaults.DCN_RANK,
 }
 # What a user can get wrong in a workload or a catalog: the CLI prints these and exits 2.
 INPUT_ERRORS = (WhatIfError, CatalogError, fields.FieldError)
@@ -60,7 +81,8 @@ def from_config(path: Path) -> dict[str, Any]:
         raise WhatIfError(f"{path}: {exc}") from None
     out.setdefault("n_tables", out["n_sparse_features"])
     out.setdefault("lookup_power_law_alpha", defaults.LOOKUP_POWER_LAW_ALPHA)
-    out.setdefault("precision", defaults.PRECISION)
+    for k, v in MODEL_DEFAULTS.items():
+        out.setdefault(k, v)
     out.setdefault("model_name", path.stem)
     batch = out.pop("batch_size", None)
     if batch:
@@ -75,7 +97,7 @@ def from_run(runs: pl.DataFrame, run_id: str) -> dict[str, Any]:
     if hit.is_empty():
         raise WhatIfError(f"no run {run_id!r} in the lake")
     row = hit.row(0, named=True)
-    shape = [k for k in fields.workload_keys() if k not in ("model_name", "precision")]
+    shape = [k for k in fields.workload_keys() if k != "model_name" and k not in MODEL_DEFAULTS]
     missing = [k for k in shape if row.get(k) is None]
     if missing:
         raise WhatIfError(
@@ -84,20 +106,21 @@ def from_run(runs: pl.DataFrame, run_id: str) -> dict[str, Any]:
         )
     return {
         **{k: row[k] for k in ("model_name", *shape)},
-        "precision": row.get("precision") or defaults.PRECISION,
+        **{k: row.get(k) or v for k, v in MODEL_DEFAULTS.items()},
         "batch_map": {row["platform"]: int(row["batch_size"])} if row.get("batch_size") else {},
     }
 
 
 def with_settings(workload: dict[str, Any], settings: list[str]) -> dict[str, Any]:
     """The workload with ``FIELD=VALUE`` overrides (checked; shape kept consistent, see
-    synthetic_fleet.whatif.apply_settings); ``batch_size`` sets the batch on every platform."""
+    synthetic_fleet.whatif.apply_settings); ``batch_size`` sets the batch on every platform; server counts
+    and GPUs per server go to ``system`` (the counts every option then keeps)."""
     parsed = {k: coerce(k, v) for k, v in (parse_setting(x) for x in settings)}
-    out = dict(workload)
-    if "batch_size" in parsed:
-        batch = parsed.pop("batch_size")
-        out.update(batch_map={}, batch_cpu=batch, batch_gpu=batch)
-    return apply_settings(out, parsed)
+    asked, system = split_settings(parsed)
+    out = with_workload_settings(workload, asked)
+    if system:
+        out["system"] = {**(out.get("system") or {}), **system}
+    return out
 
 
 def build(
@@ -114,7 +137,8 @@ def build(
     if sum(bool(x) for x in (model, config, run)) != 1:
         raise WhatIfError("give exactly one of --model NAME, --config workload.yaml or --run RUN_ID")
     if model:
-        workload = workload_of_model(pick_model(load_models(catalog_dir / "models.yaml"), model))
+        models = load_models(catalog_dir / "models.yaml", lenient=True)
+        workload = workload_of_model(pick_model(models, model))
     elif config:
         workload = from_config(Path(config))
     else:

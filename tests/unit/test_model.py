@@ -105,8 +105,8 @@ def test_t25_wider_mlps_hurt_the_cpu_more(hw):
 def test_every_coefficient_names_the_target_it_serves():
     docs = coefficient_docs()
     assert set(docs) == set(Coefficients.__dataclass_fields__)
-    assert all(re.search(r"\bt\d+\b", d) for d in docs.values()), {
-        k: v for k, v in docs.items() if not re.search(r"\bt\d+\b", v)
+    assert all(re.search(r"\b[tb]\d+\b", d) for d in docs.values()), {
+        k: v for k, v in docs.items() if not re.search(r"\b[tb]\d+\b", v)
     }
 
 

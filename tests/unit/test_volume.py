@@ -132,7 +132,7 @@ def test_the_nightly_schedule_launches_no_day_without_landing_files(landed, defi
             else:
                 assert not data.run_requests
                 assert data.skip_message.startswith(f"no landing files for {target}")
-        assert instance.get_dynamic_partitions("landing_days") == [DAY]  # no partition for a day without files
+        assert instance.get_dynamic_partitions("landing_days") == [DAY]  # none for a day without files
 
 
 def test_ingest_of_a_day_in_the_cli_summary_names_what_did_not_arrive(landed, hw, small_day):

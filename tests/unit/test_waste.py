@@ -179,7 +179,7 @@ def demo_day(hw, models):
 
 
 def test_right_sizing_never_goes_below_the_recommenders_count(demo_day, hw, models):
-    from pipelines.lib.recommend import batch_on, binding_counts, workload_of_model
+    from synthetic_fleet.sizing import batch_on, size_servers, workload_of_model
 
     runs, eff = demo_day
     model = eff.filter(pl.col("basis") == "workload_model")
@@ -200,7 +200,7 @@ def test_right_sizing_never_goes_below_the_recommenders_count(demo_day, hw, mode
         "n_dense_ps": 0,
         "n_readers": 0,
     }
-    want = binding_counts(pl.DataFrame([system]), hw).row(0, named=True)
+    want = size_servers(pl.DataFrame([system]), hw).row(0, named=True)
     got = dict(
         floored.filter(pl.col("run_id") == run["run_id"]).select("role", "recommender_servers").iter_rows()
     )
