@@ -247,9 +247,12 @@ def _size_parameter_servers(
         need = np.ceil(u_ps_at_256 * 256 / np.maximum(relative * u_trainer, 1e-6))
         by_bandwidth = np.maximum(by_bandwidth, need)
     current = runs.get_column("n_sparse_ps").to_numpy()
-    n_ps = np.where(
-        remote, np.clip(np.maximum(current, by_bandwidth), 1, 2 * hw.remote_ps_max_servers), 0
-    ).astype(np.int32)
+    want = np.maximum(current, by_bandwidth)
+    # A run that would want more than the cap gets a count in the top half of the fleet's range (spread by
+    # its own draw), not the cap itself: clipping made the cap the modal count of the CPU fleet.
+    cap = 2 * hw.remote_ps_max_servers
+    spread = np.ceil(cap * (0.5 + 0.5 * (np.log(relative) - np.log(0.2)) / (np.log(0.95) - np.log(0.2))))
+    n_ps = np.where(remote, np.where(want > cap, spread, np.maximum(want, 1)), 0).astype(np.int32)
     return runs.with_columns(pl.Series("n_sparse_ps", n_ps))
 
 

@@ -24,3 +24,13 @@ def test_any_window_of_the_cycle_holds_the_same_fleet(hw, models):
 def test_consecutive_days_still_differ(hw, models):
     a, b = (sample_day(d, 20, 2021, hw, models).runs for d in ("2026-11-20", "2026-11-21"))
     assert not a["throughput_eps"].equals(b["throughput_eps"])
+
+
+def test_no_pile_up_of_sparse_ps_at_the_cap(hw, models):
+    """Runs that would want more sparse PS than the cap get counts spread over the top of the fleet's range,
+    not the cap itself (clipping made 128 the CPU fleet's modal count)."""
+    runs = sample_day("2026-11-26", 600, 2021, hw, models).runs
+    ps = runs.filter(pl.col("placement") == "remote_ps")["n_sparse_ps"]
+    cap = 2 * hw.remote_ps_max_servers
+    assert ps.max() <= cap and (ps == cap).sum() <= 1
+    assert ps.mode().max() < cap // 2
