@@ -163,7 +163,7 @@ def run_fit(home: DataHome, hw: HardwareCatalog, models: dict[str, ModelSpec]) -
     rows, y = usable_runs(lake.read_table(home, "runs"), hw, models)
     if rows.height < MIN_RUNS:
         raise ValueError(
-            f"{rows.height} usable runs in {home.lake} (a fit needs {MIN_RUNS}): succeeded runs with a "
+            f"{rows.height} usable runs in {home.lake_uri} (a fit needs {MIN_RUNS}): succeeded runs with a "
             "throughput on a modelled platform of the catalog, with a workload from the run or its model"
         )
     names = sensitive(rows, hw, DEFAULT)
