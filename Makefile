@@ -15,13 +15,11 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 # Debian packages the tests use: Chromium (renders the report), PostgreSQL (production instance test) and
-# Redis (the Celery broker of the worker tests) and Prometheus with promtool (the Prometheus ingest tests
-# backfill and query a real server).
+# Prometheus with promtool (the Prometheus ingest tests backfill and query a real server).
 system-deps:
 	@missing=""; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
-	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
 	{ command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1; } || missing="$$missing prometheus"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \

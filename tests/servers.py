@@ -1,5 +1,5 @@
-"""Real servers the tests start on 127.0.0.1: an S3-compatible store (SeaweedFS from its Python wheel) and
-Redis (Debian's redis-server). Each gets free ports and a folder of its own and is stopped at the end."""
+"""Real servers the tests start on 127.0.0.1: an S3-compatible store (SeaweedFS from its Python wheel), with
+free ports and a folder of its own, stopped at the end."""
 
 from __future__ import annotations
 
@@ -133,53 +133,3 @@ def seaweedfs(root: Path, bucket: str = "fleet-lake") -> Iterator[S3Store]:
     finally:
         _stop(proc)
         shutil.rmtree(root, ignore_errors=True)
-
-
-@dataclass(frozen=True)
-class Redis:
-    url: str
-
-
-def redis_server_binary() -> str | None:
-    return shutil.which("redis-server")
-
-
-@contextlib.contextmanager
-def redis(root: Path) -> Iterator[Redis]:
-    """Debian's redis-server on a free loopback port, nothing persisted."""
-    binary = redis_server_binary()
-    if binary is None:
-        raise RuntimeError("redis-server is missing: `make test` installs Debian's redis-server")
-    root.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    log = root / "redis.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [
-                binary,
-                "--bind",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(root),
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-
-        def ping() -> bool:
-            with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
-                s.sendall(b"PING\r\n")
-                return s.recv(16).startswith(b"+PONG")
-
-        _wait(ping, "redis-server", proc, log)
-        yield Redis(f"redis://127.0.0.1:{port}/0")
-    finally:
-        _stop(proc)
