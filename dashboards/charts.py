@@ -222,8 +222,8 @@ CELL_TEXT = {"no_fit": "✕ no fit", "same_as_gpu_hbm": "= gpu_hbm", "not_ranked
 
 def fit_cells(recs: pl.DataFrame) -> pl.DataFrame:
     """Every model x platform/placement of the throughput ranking, each with ``cell``: ``value`` (it fits),
-    ``no_fit``, ``same_as_gpu_hbm`` (hybrid where the tables fit HBM: the recommender ranks only gpu_hbm) or
-    ``not_ranked``."""
+    ``no_fit``, ``same_as_gpu_hbm`` (hybrid where the tables fit HBM: gpu_hbm under another name, which the
+    recommender answers with the gpu_hbm option's figures) or ``not_ranked``."""
     d = recs.filter(pl.col("objective") == "throughput").with_columns(
         pl.format("{}/{}", "platform", "placement").alias("option")
     )
@@ -236,12 +236,13 @@ def fit_cells(recs: pl.DataFrame) -> pl.DataFrame:
         grid.join(d.drop("platform", "placement"), on=["model_name", "option"], how="left")
         .join(hbm_fits, on=["model_name", "platform"], how="left")
         .with_columns(
-            pl.when(pl.col("fits"))
+            # the twin first: the recommender answers for it with its gpu_hbm option's figures
+            pl.when((pl.col("placement") == "hybrid") & pl.col("hbm_fits").fill_null(False))
+            .then(pl.lit("same_as_gpu_hbm"))
+            .when(pl.col("fits"))
             .then(pl.lit("value"))
             .when(pl.col("fits").not_())
             .then(pl.lit("no_fit"))
-            .when((pl.col("placement") == "hybrid") & pl.col("hbm_fits").fill_null(False))
-            .then(pl.lit("same_as_gpu_hbm"))
             .otherwise(pl.lit("not_ranked"))
             .alias("cell")
         )
