@@ -71,7 +71,8 @@ def _fit_to_lake(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(record, indent=2))
         return 0
-    print(f"fitted to {record['runs']} observed runs on {len(record['platforms'])} platforms of {home.lake_uri}")
+    platforms = len(record["platforms"])
+    print(f"fitted to {record['runs']} observed runs on {platforms} platforms of {home.lake_uri}")
     for k, v in record["fitted"].items():
         print(f"  {k} = {v:.4g}   (default {record['defaults'][k]:.4g})")
     print(f"in-sample median error {record['in_sample_median_error']:.2f}x")

@@ -44,15 +44,28 @@ def description(table: str) -> str:
     return contract(table).description
 
 
+def _text(col: pl.Expr, dtype: pl.DataType) -> pl.Expr:
+    if dtype.is_float():
+        return col.round(4).cast(pl.String)
+    if isinstance(dtype, pl.List | pl.Array):
+        return col.cast(pl.List(pl.String)).list.join(", ")
+    if isinstance(dtype, pl.Struct):
+        return col.struct.json_encode()
+    return col.cast(pl.String)
+
+
 def preview(frame: pl.DataFrame, rows: int = 10) -> dg.MetadataValue:
-    """A markdown preview of the first rows."""
-    with pl.Config(
-        tbl_formatting="MARKDOWN",
-        tbl_hide_column_data_types=True,
-        tbl_hide_dataframe_shape=True,
-        tbl_rows=rows,
-        tbl_cols=-1,
-        fmt_str_lengths=120,
-        float_precision=4,
-    ):
-        return dg.MetadataValue.md(str(frame.head(rows)))
+    """A markdown table of the first rows (floats to 4 decimals, text cut at 120 characters).
+
+    Built with expressions, not ``pl.Config`` + ``str(frame)``: the config sets process environment
+    variables, which native threads (polars, DuckDB, the lake's runtime) may read at the same moment."""
+    head = frame.head(rows)
+    if not head.width:
+        return dg.MetadataValue.md("")
+    cells = [
+        _text(pl.col(c), t).str.slice(0, 120).str.replace_all("|", "\\|", literal=True).fill_null("")
+        for c, t in head.schema.items()
+    ]
+    lines = head.select(pl.concat_str([pl.lit("| "), pl.concat_str(cells, separator=" | "), pl.lit(" |")]))
+    header = "| " + " | ".join(head.columns) + " |\n|" + "---|" * head.width
+    return dg.MetadataValue.md("\n".join([header, *lines.to_series().to_list()]))
