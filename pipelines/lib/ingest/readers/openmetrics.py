@@ -173,39 +173,16 @@ def _ts_bounds() -> tuple[str, str, str]:
 
 
 def _lines(src: Source) -> Iterator[tuple[int, str]]:
-    """(line number, text without LF and one trailing CR) of every line, BOM skipped; checks UTF-8 and the
-    line length limit."""
-    number, offset, rest = 0, 0, b""
-    with src.open() as stream:
-        while True:
-            chunk = stream.read(CHUNK_BYTES)
-            data = rest + chunk
-            if not data:
-                return
-            cut = data.rfind(b"\n") + 1 if chunk else len(data)
-            if cut == 0:
-                if len(data) > MAX_LINE_BYTES:
-                    raise oversized(src.rel, number + 1, len(data))
-                rest = data
-                continue
-            block, rest = data[:cut], data[cut:]
-            try:
-                text = block.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise bad_encoding(src.rel, exc, offset) from exc
-            offset += len(block)
-            pieces = text.split("\n")
-            if text.endswith("\n"):
-                pieces.pop()
-            for piece in pieces:
-                number += 1
-                if len(piece) > MAX_LINE_BYTES and len(piece.encode()) > MAX_LINE_BYTES:
-                    raise oversized(src.rel, number, len(piece.encode()))
-                if number == 1:
-                    piece = piece.removeprefix(_BOM)
-                yield number, piece
-            if not chunk:
-                return
+    """(line number, text without its LF) of every line, BOM skipped; checks UTF-8 and the line length
+    limit."""
+    for first, text in _chunks(src):
+        pieces = text.split("\n")
+        if text.endswith("\n"):
+            pieces.pop()
+        for number, piece in enumerate(pieces, start=first):
+            if len(piece) > MAX_LINE_BYTES and len(piece.encode()) > MAX_LINE_BYTES:
+                raise oversized(src.rel, number, len(piece.encode()))
+            yield number, piece
 
 
 def _read_precise(src: Source, c: Contract, info: FileInfo) -> Iterator[RawBatch]:
