@@ -192,7 +192,7 @@ def cmd_run(args: argparse.Namespace, days: list[str] | None = None) -> int:
 def cmd_ingest(args: argparse.Namespace) -> int:
     """Deliver (or adapt) files into landing, ingest their days, republish the catalog, print a summary."""
     from pipelines.lib import adapters
-    from pipelines.lib.delivery import deliver_tree, ingest_days
+    from pipelines.lib.delivery import deliver_tree
     from pipelines.lib.landing import landing_days
 
     home = DataHome.resolve(args.home)
@@ -232,13 +232,25 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             raise UsageError(
                 f"no landing days under {home.landing}; deliver files or run `fleet synth` first"
             )
+    except OSError as exc:
+        return _cannot_ingest(exc, home)
+    return _ingest_and_summarise(home, days)
+
+
+def _cannot_ingest(exc: OSError, home: DataHome) -> int:
+    where = exc.filename or home.root
+    print(f"fleet: cannot do the ingest: {exc.strerror or exc} ({where})", file=sys.stderr)
+    return 1
+
+
+def _ingest_and_summarise(home: DataHome, days: list[str]) -> int:
+    """Ingest ``days``, printing progress, then the summary; a failure of the machine is one line, exit 1."""
+    from pipelines.lib.delivery import ingest_days
+
+    try:
         s = ingest_days(home, days, progress=lambda m: print(m, flush=True))
     except OSError as exc:
-        print(
-            f"fleet: cannot do the ingest: {exc.strerror or exc} ({exc.filename or home.root})",
-            file=sys.stderr,
-        )
-        return 1
+        return _cannot_ingest(exc, home)
     return _print_summary(s, days, home)
 
 
@@ -286,7 +298,7 @@ def _install_mapping(home: DataHome, given: str) -> None:
 
 def _ingest_prometheus(args: argparse.Namespace, home: DataHome, path: Path | None) -> int:
     """fleet ingest --source prometheus: pull days from --url (or deliver exports at PATH), then ingest."""
-    from pipelines.lib.delivery import deliver_tree, ingest_days
+    from pipelines.lib.delivery import deliver_tree
 
     if args.mapping:
         _install_mapping(home, args.mapping)
@@ -306,15 +318,7 @@ def _ingest_prometheus(args: argparse.Namespace, home: DataHome, path: Path | No
             "--source prometheus needs --url URL --from D [--to D] (pull from a server), or PATH (exports in "
             "the landing layout <source>/<YYYY-MM-DD>/<file>.om|.prom|.prom.json)"
         )
-    try:
-        s = ingest_days(home, days, progress=lambda m: print(m, flush=True))
-    except OSError as exc:
-        print(
-            f"fleet: cannot do the ingest: {exc.strerror or exc} ({exc.filename or home.root})",
-            file=sys.stderr,
-        )
-        return 1
-    return _print_summary(s, days, home)
+    return _ingest_and_summarise(home, days)
 
 
 def _pull(url: str, home: DataHome, days: list[str], page_minutes: int) -> None:
