@@ -407,7 +407,7 @@ def side_night_floor(args: dict) -> dict:
     """DuckDB alone: copy the day's samples to Parquet, then the project's own transforms over them."""
     import duckdb
 
-    from pipelines.lib.contracts import contract
+    from pipelines.lib.contracts import contract, resources
     from pipelines.lib.sqlfiles import sql_text
 
     tree = Path(args["trees"][0])
@@ -422,7 +422,11 @@ def side_night_floor(args: dict) -> dict:
             f"COPY (SELECT * FROM {reader}($src)) TO '{copy}' (FORMAT parquet)",
             {"src": str(src)},
         )
-        con.read_parquet(str(copy)).create_view("samples")
+        copied = con.read_parquet(str(copy))
+        # the nullable resource columns a landing file may leave out, as ingest adds them
+        absent = [f"{r}_util" for r in resources() if f"{r}_util" not in copied.columns]
+        nulls = [duckdb.ConstantExpression(None).cast("DOUBLE").alias(c) for c in absent]
+        copied.select("*", *nulls).create_view("samples")
         con.execute(f"CREATE TABLE runs AS SELECT * FROM {reader}($src)", {"src": str(runs)})
         window_s = contract("server_windows").parameters["window_s"]
         windows = con.sql(

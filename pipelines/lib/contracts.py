@@ -392,10 +392,10 @@ def _integral(col: Column, f: pl.Series) -> pl.Series:
 def parse_series(col: Column, s: pl.Series) -> pl.Series:
     """A column's values in its declared type, parsed once. Typed input (Parquet) keeps its values:
     numbers are cast, timestamps normalised to UTC microseconds; text is parsed. Unparseable -> null."""
+    if s.dtype == pl.Null or s.null_count() == s.len():  # e.g. a nullable column the file leaves out
+        return pl.repeat(None, s.len(), dtype=col.polars_type, eager=True).alias(s.name)
     if s.dtype == pl.String:
         return _parse_text(col, s)
-    if s.dtype == pl.Null:
-        return pl.Series(s.name, [None] * len(s), dtype=col.polars_type)
     if col.type == "timestamp" and isinstance(s.dtype, pl.Datetime):
         utc = s.dt.convert_time_zone("UTC") if s.dtype.time_zone else s.dt.replace_time_zone("UTC")
         return utc.dt.cast_time_unit("us")
@@ -594,7 +594,9 @@ def validate_rows(
     cols = c.landing_columns
     n = frame.height
     given = {
-        col.name: frame[col.name] if col.name in frame.columns else pl.Series(col.name, [None] * n, pl.String)
+        col.name: frame[col.name]
+        if col.name in frame.columns
+        else pl.repeat(None, n, dtype=pl.String, eager=True).alias(col.name)
         for col in cols
     }
     values = {col.name: parse_series(col, given[col.name]).alias(col.name) for col in cols}

@@ -119,6 +119,20 @@ def _slices(rb: pa.RecordBatch, rel: str, first_row: int) -> tuple[list[tuple[in
     return list(zip(bounds[:-1], bounds[1:], strict=True)), total
 
 
+def _batch(table: pa.Table, rel: str, row: int, internal: dict[str, str], extras: list[str]) -> RawBatch:
+    """A gathered table as a batch: text checked, rows numbered from ``row``, extra columns as JSON."""
+    _check_text(table, rel)
+    frame = numbered(pl.from_arrow(table), row).rename(internal)
+    shown = frame.select(
+        ROW,
+        *[
+            pl.col(x).dt.to_string("%Y-%m-%dT%H:%M:%S%.6f") if frame.schema[x].is_temporal() else pl.col(x)
+            for x in internal.values()
+        ],
+    )
+    return RawBatch(frame=frame.drop(internal.values()), extras=extras_json(shown, extras))
+
+
 def _check_text(table: pa.Table, rel: str) -> None:
     """Text must be UTF-8 (the Parquet reader does not check it)."""
     for name, col in zip(table.column_names, table.columns, strict=True):
@@ -149,28 +163,28 @@ def read(src: Source, c: Contract, info: FileInfo) -> Iterator[RawBatch]:
     internal = dict(zip(extras, extra_names(extras), strict=True))
     row = 1
     decoded = pf.metadata.serialized_size
+    # Row groups are often smaller than a batch: slices are gathered up to BATCH_ROWS rows (or the decoded
+    # size limit), since every batch costs a validation and a row group of the staged file.
+    held: list[pa.Table] = []
+    held_rows = held_bytes = 0
     try:
         for rb in pf.iter_batches(batch_size=BATCH_ROWS):
-            ranges, size = _slices(rb, src.rel, row)
+            ranges, size = _slices(rb, src.rel, row + held_rows)
             decoded += size + sum(b.size for col in rb.columns for b in col.buffers() if b is not None)
             if limits_exceeded(decoded, stored):
                 raise expansion_problem(src.rel, decoded, stored, "the Parquet file, decoded,")
             for lo, hi in ranges:
                 part = rb.slice(lo, hi - lo)
-                table = pa.Table.from_arrays([_plain(col) for col in part.columns], names=part.schema.names)
-                _check_text(table, src.rel)
-                frame = numbered(pl.from_arrow(table), row).rename(internal)
-                row += frame.height
-                shown = frame.select(
-                    ROW,
-                    *[
-                        pl.col(x).dt.to_string("%Y-%m-%dT%H:%M:%S%.6f")
-                        if frame.schema[x].is_temporal()
-                        else pl.col(x)
-                        for x in internal.values()
-                    ],
-                )
-                yield RawBatch(frame=frame.drop(internal.values()), extras=extras_json(shown, extras))
+                plain = [_plain(col) for col in part.columns]
+                held.append(pa.Table.from_arrays(plain, names=part.schema.names))
+                held_rows += hi - lo
+                held_bytes += size * (hi - lo) // max(rb.num_rows, 1)
+                if held_rows >= BATCH_ROWS or held_bytes >= DECODED_BATCH_BYTES:
+                    yield _batch(pa.concat_tables(held), src.rel, row, internal, extras)
+                    row += held_rows
+                    held, held_rows, held_bytes = [], 0, 0
+        if held:
+            yield _batch(pa.concat_tables(held), src.rel, row, internal, extras)
     except FileProblem:
         raise
     except Exception as exc:
