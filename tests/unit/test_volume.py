@@ -120,13 +120,13 @@ def test_the_nightly_schedule_launches_no_day_without_landing_files(landed, defi
             ("2026-11-21T02:00:00", DAY, True),
             ("2026-11-20T02:00:00", "2026-11-19", False),
         ):
-            ctx = dg.build_schedule_context(
+            with dg.build_schedule_context(  # closed, or Dagster keeps a dead instance's storage current
                 instance=instance,
                 scheduled_execution_time=dt.datetime.fromisoformat(when).replace(tzinfo=dt.UTC),
                 resources={"fleet": FleetHome(home=str(landed.root))},
                 repository_def=definitions.get_repository_def(),
-            )
-            data = schedule.evaluate_tick(ctx)
+            ) as ctx:
+                data = schedule.evaluate_tick(ctx)
             if has_files:
                 assert [r.partition_key for r in data.run_requests] == [target]
             else:
