@@ -43,7 +43,7 @@ def test_the_python_answers_run_on_the_duckdb_2_api(materialized):  # noqa: F811
     assert len(answers) == 3
     assert all(isinstance(a, pl.DataFrame) and a.height for a in answers)
     # The paper's Fig. 5 finding, on the synthetic fleet, for every model with several CPU runs in this small
-    # day (one run's means are one draw: a hot shard among its few PS can lift them to its trainers' level).
+    # day (one run's means are one draw of its servers: they can put its PS at its trainers' level).
     several = (
         scope["con"]
         .sql("SELECT model_name FROM runs WHERE platform = 'cpu' GROUP BY ALL HAVING count(*) > 1")
