@@ -7,7 +7,7 @@ import polars as pl
 
 from pipelines.lib.contracts import contract
 from pipelines.lib.ingest.entries import TS_OUT, row_rejects
-from pipelines.lib.ingest.readers.base import ROW
+from pipelines.lib.ingest.readers.base import LISTED_REJECT_SCHEMA, ROW
 
 SAMPLE_KEY = ("run_id", "server_id", "ts")
 ORDER = "__fleet_order"  # delivery order of the file a row came from
@@ -55,20 +55,7 @@ def settle_runs(
                         ).with_columns(sub[ORDER])
                     )
     dup_runs = dict(zip(first.filter(elsewhere)["run_id"], prior_day.filter(elsewhere), strict=True))
-    out = (
-        pl.concat(rejects)
-        if rejects
-        else pl.DataFrame(
-            schema={
-                ROW: pl.Int64,
-                "reason_code": pl.String,
-                "field": pl.String,
-                "message": pl.String,
-                "raw_record": pl.String,
-                ORDER: pl.Int32,
-            }
-        )
-    )
+    out = pl.concat(rejects) if rejects else pl.DataFrame(schema={**LISTED_REJECT_SCHEMA, ORDER: pl.Int32})
     return runs.filter(~(again | elsewhere)), out, dup_runs
 
 

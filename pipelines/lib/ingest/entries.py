@@ -16,18 +16,14 @@ import polars as pl
 import pyarrow as pa
 
 from pipelines.lib.contracts import contract
-from pipelines.lib.ingest.readers.base import MAX_REJECTS_PER_FILE, ROW
+from pipelines.lib.ingest.readers.base import LISTED_REJECT_SCHEMA, MAX_REJECTS_PER_FILE, ROW
 
 RAW_RECORD_MAX_BYTES = 64 << 10
 CROSS_ROW_REASONS = frozenset({"unknown_run", "ts_outside_run", "duplicate_key"})
 FILL = "__fleet_fill"  # the raw record is to be the row's original line (read back at the file's end)
 JUDGE = "__fleet_judge"  # the verdict came from a fast tier: judged again from the original line
 REJECT_SCHEMA = {
-    ROW: pl.Int64,
-    "reason_code": pl.String,
-    "field": pl.String,
-    "message": pl.String,
-    "raw_record": pl.String,
+    **LISTED_REJECT_SCHEMA,
     "raw_record_cut": pl.Boolean,
     FILL: pl.Boolean,
     JUDGE: pl.Boolean,

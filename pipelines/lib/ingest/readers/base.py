@@ -25,6 +25,14 @@ RATIO_FLOOR_BYTES = 16 << 20
 MAX_REJECTS_PER_FILE = 1000  # row rejects listed one by one per file; the rest are counted
 INTERNAL = "__fleet_"  # prefix of internal columns; an input column with it is refused
 ROW = "__fleet_row"
+# A rejected row as a reader lists it (the ingest adds its bookkeeping columns, entries.REJECT_SCHEMA).
+LISTED_REJECT_SCHEMA = {
+    ROW: pl.Int64,
+    "reason_code": pl.String,
+    "field": pl.String,
+    "message": pl.String,
+    "raw_record": pl.String,
+}
 
 
 class FileProblem(Exception):

@@ -38,6 +38,7 @@ import polars as pl
 
 from pipelines.lib.contracts import Contract
 from pipelines.lib.ingest.readers.base import (
+    LISTED_REJECT_SCHEMA,
     MAX_LINE_BYTES,
     ROW,
     FallBack,
@@ -206,13 +207,7 @@ def _read_precise(src: Source, c: Contract, info: FileInfo) -> Iterator[RawBatch
         ).with_columns(pl.col("ts").cast(pl.Datetime("us", "UTC")))
         rej = pl.DataFrame(
             rejects,
-            schema={
-                ROW: pl.Int64,
-                "reason_code": pl.String,
-                "field": pl.String,
-                "message": pl.String,
-                "raw_record": pl.String,
-            },
+            schema=LISTED_REJECT_SCHEMA,
             orient="row",
         )
         rows.clear()

@@ -29,6 +29,7 @@ import pyarrow as pa
 from pipelines.lib.contracts import Contract
 from pipelines.lib.ingest.readers.base import (
     BATCH_ROWS,
+    LISTED_REJECT_SCHEMA,
     ROW,
     FileInfo,
     FileProblem,
@@ -273,13 +274,7 @@ class _Batch:
         )
         listed = pl.DataFrame(
             self.rejects,
-            schema={
-                ROW: pl.Int64,
-                "reason_code": pl.String,
-                "field": pl.String,
-                "message": pl.String,
-                "raw_record": pl.String,
-            },
+            schema=LISTED_REJECT_SCHEMA,
             orient="row",
         )
         self.parts, self.rejects, self.rows = [], [], 0
