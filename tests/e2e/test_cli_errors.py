@@ -297,6 +297,25 @@ def test_unwritable_lake_exits_1_with_the_cause(capsys, landed):
     assert "Not a directory" in err and landed.lake_uri in err and "Traceback" not in err
 
 
+def test_a_lake_of_another_version_is_refused_in_one_line(capsys, landed):
+    # A ledger written before its file hash became BLAKE3 (column sha256): named, never a traceback.
+    from deltalake import write_deltalake
+
+    from pipelines.lib import lake
+
+    assert main(["ingest", "--home", str(landed.root)]) == 0
+    capsys.readouterr()
+    store = lake.store(landed)
+    old = store.read("ingest_ledger").rename({"blake3": "sha256"})
+    write_deltalake(
+        store.table_uri("ingest_ledger"), old.to_arrow(), mode="overwrite", schema_mode="overwrite"
+    )
+    assert main(["ingest", "--home", str(landed.root)]) == 1
+    err = capsys.readouterr().err
+    assert "ingest_ledger" in err and "sha256" in err and "another version" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
 def test_no_error_message_points_outside_the_repository():
     for path in Path(main.__code__.co_filename).parent.glob("*.py"):
         assert "../" + "shared" not in path.read_text(encoding="utf-8"), path  # split: a grep finds nothing

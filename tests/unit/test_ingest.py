@@ -3,6 +3,7 @@
 import gzip
 import json
 
+import blake3
 import polars as pl
 
 from pipelines.lib.ingest import ingest_day, reconciliation, table_for
@@ -29,6 +30,8 @@ def test_clean_day_is_accepted_whole(landed, hw, small_day):
     assert set(r.ingest_ledger["file_status"]) == {"accepted"}
     assert reconciliation(r.ingest_ledger).height == 0
     assert r.runs["source"].unique().to_list() == ["synthetic"]
+    for rel, digest in r.ingest_ledger.select("source_file", "blake3").iter_rows():  # as b3sum prints it
+        assert digest == blake3.blake3((landed.landing / rel).read_bytes()).hexdigest()
 
 
 def test_row_faults_are_quarantined_and_counts_reconcile(landed, hw, small_day):
@@ -152,8 +155,8 @@ def test_a_corrected_file_with_the_same_name_replaces_its_earlier_rows(landed, h
     row = second.runs.filter(pl.col("run_id") == fixed["run_id"]).row(0, named=True)
     assert row["throughput_eps"] == 12345.0
     assert (
-        second.ingest_ledger.filter(pl.col("source_file").str.ends_with("runs.jsonl"))["sha256"][0]
-        != first.ingest_ledger.filter(pl.col("source_file").str.ends_with("runs.jsonl"))["sha256"][0]
+        second.ingest_ledger.filter(pl.col("source_file").str.ends_with("runs.jsonl"))["blake3"][0]
+        != first.ingest_ledger.filter(pl.col("source_file").str.ends_with("runs.jsonl"))["blake3"][0]
     )
 
 

@@ -106,7 +106,7 @@ def raw_ingest(context: dg.AssetExecutionContext, fleet: FleetHome):
             "lake_table": dg.MetadataValue.url(where) if "://" in where else dg.MetadataValue.path(where),
         }
         if table == "ingest_ledger":
-            meta["ledger"] = preview(result.ingest_ledger.drop("sha256", "ingested_at"), rows=20)
+            meta["ledger"] = preview(result.ingest_ledger.drop("blake3", "ingested_at"), rows=20)
             meta["landing_entries_not_read"] = dg.MetadataValue.json(
                 [e.relpath for e in not_read(home)[:100]]
             )

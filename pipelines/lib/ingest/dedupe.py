@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 
 from pipelines.lib import lake
 from pipelines.lib.contracts import contract
-from pipelines.lib.ingest.cross_row import SAMPLE_KEY
+from pipelines.lib.ingest.cross_row import SAMPLE_KEY, sample_key_hash
 from pipelines.lib.ingest.entries import typed_json
 from pipelines.lib.paths import DataHome
 from pipelines.lib.sqlfiles import sql_text
@@ -25,29 +25,26 @@ HASH_SCHEMA = pa.schema([("h", pa.uint64()), ("row", pa.int64())])
 
 
 def key_hashes(frame: pl.DataFrame, row: str) -> pa.Table:
-    return (
-        frame.select(pl.struct(SAMPLE_KEY).hash().alias("h"), pl.col(row).alias("row"))
-        .to_arrow()
-        .cast(HASH_SCHEMA)
-    )
+    return frame.select(sample_key_hash(), pl.col(row).alias("row")).to_arrow().cast(HASH_SCHEMA)
 
 
 @dataclass
 class Prior:
     """What other days' partitions already accepted: file hashes and run ids (one row per file/run)."""
 
-    files: dict[str, tuple[str, str]]  # sha256 -> (day, source_file)
+    files: dict[str, tuple[str, str]]  # BLAKE3 -> (day, source_file)
     sizes: set[int]
     runs: dict[str, str]  # run_id -> day
 
 
 def read_prior(home: DataHome, day: str) -> Prior:
     store = lake.store(home)
-    led = store.read("ingest_ledger", columns=["day", "sha256", "source_file", "size_bytes", "rows_accepted"])
+    led = store.read("ingest_ledger", columns=["day", "blake3", "source_file", "size_bytes", "rows_accepted"])
     led = led.filter((pl.col("day") != dt.date.fromisoformat(day)) & (pl.col("rows_accepted") > 0))
-    first = led.sort("day", "source_file").unique("sha256", keep="first", maintain_order=True)
+    first = led.sort("day", "source_file").unique("blake3", keep="first", maintain_order=True)
     files = {
-        sha: (d.isoformat(), src) for sha, d, src in first.select("sha256", "day", "source_file").iter_rows()
+        digest: (d.isoformat(), src)
+        for digest, d, src in first.select("blake3", "day", "source_file").iter_rows()
     }
     runs_ = store.read("runs", columns=["day", "run_id"]).filter(pl.col("day") != dt.date.fromisoformat(day))
     first_runs = runs_.sort("day").unique("run_id", keep="first", maintain_order=True)
@@ -71,7 +68,7 @@ def prior_sample_hashes(home: DataHome, dup_runs: dict[str, str]) -> set[int]:
                 .select(SAMPLE_KEY)
                 .collect()
             )
-            out.update(keys.select(pl.struct(SAMPLE_KEY).hash().alias("h"))["h"].to_list())
+            out.update(keys.select(sample_key_hash())["h"].to_list())
     return out
 
 

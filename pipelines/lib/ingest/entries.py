@@ -161,7 +161,7 @@ class FileEntry:
     size_bytes: int
     table_name: str | None
     ingested_at: dt.datetime
-    sha256: str = "0" * 64
+    blake3: str = "0" * 64
     format: str | None = None
     rows_in: int = 0
     extra_columns: str | None = None
@@ -179,7 +179,7 @@ def ledger_frame(rows: list[tuple[FileEntry, int, int]]) -> pl.DataFrame:
             "day": e.day,
             "source": e.source,
             "source_file": e.source_file,
-            "sha256": e.sha256,
+            "blake3": e.blake3,
             "size_bytes": e.size_bytes,
             "format": e.format,
             "table_name": e.table_name,

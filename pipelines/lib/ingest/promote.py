@@ -98,7 +98,7 @@ def _raced(home: DataHome, day: str, result: DayIngest) -> bool:
     now = read_prior(home, day)
     new_files = set(now.files) - result.prior_files
     new_runs = set(now.runs) - result.prior_runs
-    mine_files = set(result.ingest_ledger.filter(pl.col("rows_accepted") > 0)["sha256"].to_list())
+    mine_files = set(result.ingest_ledger.filter(pl.col("rows_accepted") > 0)["blake3"].to_list())
     return bool(new_files & mine_files or new_runs & set(result.runs["run_id"].to_list()))
 
 

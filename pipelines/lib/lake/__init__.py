@@ -37,6 +37,7 @@ from pipelines.lib.contracts import contract
 from pipelines.lib.lake import locks, s3
 from pipelines.lib.lake.s3 import storage_options
 from pipelines.lib.paths import DataHome
+from pipelines.lib.preflight import Unavailable
 
 PART = "part-{}.parquet"
 COMMIT_WAIT_S = 600  # longest wait for another writer of the same day to commit
@@ -59,6 +60,10 @@ __all__ = [
 
 class ConcurrentWrite(RuntimeError):
     """Another writer committed a change to the same day (or table) first; ours was not applied."""
+
+
+class OtherSchema(Unavailable):
+    """A lake table's columns are not its contract's (written by another version of the product)."""
 
 
 def to_arrow(frame: pl.DataFrame, table: str) -> pa.Table:
@@ -103,9 +108,18 @@ class Lake:
 
     def _open(self, table: str, version: int | None = None) -> DeltaTable | None:
         try:
-            return DeltaTable(self.table_uri(table), version=version, storage_options=self.options)
+            delta = DeltaTable(self.table_uri(table), version=version, storage_options=self.options)
         except TableNotFoundError:
             return None
+        have = [f.name for f in delta.schema().fields]
+        want = contract(table).column_names
+        if sorted(have) != sorted(want):
+            raise OtherSchema(
+                f"{self.table_uri(table)}: its columns ({', '.join(have)}) are not the {table} contract's "
+                f"({', '.join(want)}); it was written by another version of fleet. Re-ingest into a new "
+                "data home (or lake), or move this one aside"
+            )
+        return delta
 
     def _create(self, table: str) -> DeltaTable:
         """The table, created empty with the contract's schema if missing (a racing creator is fine)."""
