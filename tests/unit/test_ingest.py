@@ -1,12 +1,17 @@
 """Ingest: every row accepted or quarantined with a reason; counts reconcile per file; whole-file faults."""
 
+import collections
 import gzip
 import json
 
 import blake3
 import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from pipelines.lib.ingest import ingest_day, reconciliation, table_for
+from pipelines.lib.ingest import dedupe, ingest_day, reconciliation, table_for
 from pipelines.lib.ingest.readers import detect
 from tests.conftest import DAY
 
@@ -208,3 +213,30 @@ def test_extra_fields_are_kept_only_for_rows_finally_accepted(landed, hw, small_
     )
     r = ingest_day(landed, DAY, hw.platforms)  # the first row duplicates a run delivered earlier
     assert r.extra_fields["fields"].to_list() == ['{"colour":"blue"}']
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    groups=st.lists(st.lists(st.integers(0, 12), min_size=1, max_size=30), min_size=1, max_size=6),
+    dead=st.sets(st.integers(0, 5)),
+    pass_rows=st.integers(1, 80),
+)
+def test_key_clashes_are_the_repeated_hashes_of_live_groups_in_any_number_of_passes(
+    tmp_path, groups, dead, pass_rows
+):
+    # The staged key hashes: one row group per batch; the clashes are exactly the positions whose hash
+    # repeats among the live groups, whatever the number of passes.
+    path = tmp_path / f"h{len(list(tmp_path.iterdir()))}.parquet"
+    with pq.ParquetWriter(path, dedupe.HASH_SCHEMA) as w:
+        for g in groups:
+            w.write_table(pa.table({"h": pa.array(g, pa.uint64()), "row": pa.array(g, pa.int64())}))
+    live = [
+        (pos, h)
+        for pos, (gi, h) in enumerate((gi, h) for gi, g in enumerate(groups) for h in g)
+        if gi not in dead
+    ]
+    count = collections.Counter(h for _, h in live)
+    want = [pos for pos, h in live if count[h] > 1]
+    got = dedupe.key_clashes(path, dead, pass_rows=pass_rows)
+    assert got["pos"].to_list() == want
+    assert got.schema == pl.Schema({"pos": pl.Int64, "h": pl.UInt64, "row": pl.Int64})

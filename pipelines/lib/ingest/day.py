@@ -809,8 +809,7 @@ class Day:
             self._rewrite_extras(self.dead_extras, {})
             return 0
         starts = np.concatenate(([0], np.cumsum(self.group_sizes))).astype(np.int64)
-        dead_ranges = [[int(starts[g]), int(starts[g + 1])] for g in sorted(self.dead_samples)]
-        clash = dedupe.key_clashes(hashes_path, dead_ranges, self.staging / "spill")
+        clash = dedupe.key_clashes(hashes_path, self.dead_samples)
         drop: dict[int, list[int]] = {}
         dropped_rows: dict[str, list[int]] = {}
         remaining = 0

@@ -1,5 +1,5 @@
 """Nothing twice: what other days already accepted (file hashes, run ids, sample keys) and the samples
-whose key repeats within the day, decided out of core over one 64-bit hash per staged sample."""
+whose key repeats within the day, decided in passes of bounded size over one 64-bit hash per staged sample."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -21,6 +22,7 @@ from pipelines.lib.paths import DataHome
 from pipelines.lib.sqlfiles import sql_text
 
 # One 64-bit hash of each staged sample's key and its row number in its file, in the staged file's order.
+CLASH_PASS_ROWS = 4_000_000  # hashes compared at once, about (~0.2 GB with polars' group table)
 HASH_SCHEMA = pa.schema([("h", pa.uint64()), ("row", pa.int64())])
 
 
@@ -72,17 +74,24 @@ def prior_sample_hashes(home: DataHome, dup_runs: dict[str, str]) -> set[int]:
     return out
 
 
-def key_clashes(hashes_path: Path, dead_ranges: list[list[int]], spill: Path) -> pl.DataFrame:
-    """Staged positions whose key hash occurs more than once (out of core, in DuckDB): pos, h, row."""
-    con = duckdb.connect(config={"memory_limit": "512MB", "temp_directory": str(spill)})
-    try:
-        con.execute("SET enable_progress_bar = false")
-        return con.sql(
-            sql_text("transforms/sample_key_clashes.sql"),
-            params={"hashes": str(hashes_path), "dead": dead_ranges},
-        ).pl()
-    finally:
-        con.close()
+def key_clashes(hashes_path: Path, dead_groups: set[int], pass_rows: int = CLASH_PASS_ROWS) -> pl.DataFrame:
+    """Staged positions whose key hash occurs more than once outside the dead row groups: pos, h, row.
+
+    In passes of about ``pass_rows`` hashes (a pass keeps the hashes whose remainder modulo the number of
+    passes is its own), so memory is bounded whatever the day's size."""
+    pf = pq.ParquetFile(hashes_path)
+    sizes = [pf.metadata.row_group(g).num_rows for g in range(pf.num_row_groups)]
+    passes = max(1, -(-sum(sizes) // pass_rows))
+    staged = pl.scan_parquet(hashes_path).with_row_index("pos").with_columns(pl.col("pos").cast(pl.Int64))
+    if dead_groups:
+        starts = pl.Series(np.cumsum([0, *sizes[:-1]]), dtype=pl.Int64)
+        group = pl.lit(starts).search_sorted(pl.col("pos"), side="right") - 1
+        staged = staged.filter(~group.is_in(sorted(dead_groups)))
+    found = [
+        staged.filter(pl.col("h") % passes == k).filter(pl.len().over("h") > 1).collect()
+        for k in range(passes)
+    ]
+    return pl.concat(found).select("pos", "h", "row").sort("pos")
 
 
 def metric_repeats(metrics_path: Path, file_order: dict[str, int], spill: Path) -> pl.DataFrame:
