@@ -326,6 +326,19 @@ def recommend(
     """Every option for the workload, ranked under the objective; the first fitting one is recommended."""
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; valid: {', '.join(OBJECTIVES)}")
+    return ranked(options(workload, hw, fleet, correction, platforms, coef), objective, workload)
+
+
+def options(
+    workload: dict[str, Any],
+    hw: HardwareCatalog,
+    fleet: Fleet,
+    correction: Correction,
+    platforms: Iterable[str] | None = None,
+    coef: Coefficients = DEFAULT,
+) -> pl.DataFrame:
+    """Every option for the workload with its predictions, bands and counterfactuals, not yet ranked: what
+    no objective changes, computed once for all of them."""
     cand = candidates(workload, hw, fleet, platforms, coef)
     if cand.is_empty():
         raise ValueError(
@@ -369,13 +382,17 @@ def recommend(
         pl.Series("eps_per_w", band[:, 1] / pred["provisioned_w"].to_numpy()).fill_nan(None),
         pl.Series("counterfactual_gain", cf).fill_nan(None),
         pl.Series("_cf_kind", kind),
-        pl.lit(objective).alias("objective"),
         pl.lit(workload.get("model_name") or "(custom)").alias("model_name"),
         pl.Series("basis", basis),
         pl.lit(correction.cv_mdape_used, pl.Float64).alias("cv_mdape"),
         pl.lit(correction.cv_band_coverage, pl.Float64).alias("band_coverage"),
     )
-    res = _as_gpu_hbm_twin(res.with_columns(_count_flags(res, fleet, hw)))
+    return _as_gpu_hbm_twin(res.with_columns(_count_flags(res, fleet, hw)))
+
+
+def ranked(opts: pl.DataFrame, objective: str, workload: dict[str, Any]) -> pl.DataFrame:
+    """``options`` ranked under the objective; the first fitting one is recommended."""
+    res = opts.with_columns(pl.lit(objective).alias("objective"))
     score = "p50_throughput_eps" if objective == "throughput" else "eps_per_w"
     # Ties (hybrid equals gpu_hbm when the tables fit HBM) go to the simpler placement.
     simpler = pl.col("placement").replace_strict(
@@ -617,11 +634,10 @@ def fleet_recommendations(
     coef: Coefficients = DEFAULT,
 ) -> pl.DataFrame:
     """Every model family of the fleet x objective x option, ranked."""
-    parts = [
-        observed(recommend(w, hw, fleet, correction, objective, None, coef), fleet, w)
-        for w in fleet_workloads(fleet, models).values()
-        for objective in OBJECTIVES
-    ]
+    parts = []
+    for w in fleet_workloads(fleet, models).values():
+        opts = options(w, hw, fleet, correction, None, coef)
+        parts += [observed(ranked(opts, objective, w), fleet, w) for objective in OBJECTIVES]
     return pl.concat(parts, how="diagonal_relaxed") if parts else pl.DataFrame()
 
 
