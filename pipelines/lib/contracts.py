@@ -572,6 +572,33 @@ def _violates(col: Column, allowed: Mapping[str, frozenset[str]]) -> pl.Expr:
     return bad.fill_null(False)
 
 
+def _clean_columns(both: pl.DataFrame, cols: tuple[Column, ...]) -> set[str]:
+    """Columns that certainly hold no violation in this batch, from one pass of column statistics: every
+    value parsed or blank, blanks only where allowed, extremes finite and within the bounds. Their
+    row-by-row test (``_violates``) is skipped; any doubt (a NaN or an infinity, an enum, a reference, a
+    pattern) leaves the column to it."""
+    verdicts = []
+    for col in cols:
+        if col.enum or col.references or col.pattern:
+            continue
+        p, b = pl.col(f"_p_{col.name}"), pl.col(f"_b_{col.name}")
+        ok = (~b & p.is_null()).sum() == 0
+        if not col.nullable:
+            ok = ok & (b.sum() == 0)
+        lo, hi = p.min(), p.max()  # null when every value is; a float's skip NaN...
+        if col.type == "float64":  # ... so: the sum is finite only without NaN and infinities
+            ok = ok & p.sum().is_finite()
+        if col.min is not None:
+            ok = ok & (lo >= pl.lit(col.min)).fill_null(True)
+        if col.max is not None:
+            ok = ok & (hi <= pl.lit(col.max)).fill_null(True)
+        verdicts.append(ok.alias(col.name))
+    if not verdicts:
+        return set()
+    row = both.select(verdicts).row(0, named=True)
+    return {name for name, ok in row.items() if ok}
+
+
 def validate_rows(
     frame: pl.DataFrame,
     c: Contract,
@@ -605,7 +632,8 @@ def validate_rows(
         [_blank(col, given[col.name], values[col.name]).alias(f"_b_{col.name}") for col in cols]
         + [parsed[col.name].alias(f"_p_{col.name}") for col in cols]
     )
-    checks = [_violates(col, allowed) for col in cols]
+    clean = _clean_columns(both, cols)
+    checks = [_violates(col, allowed) for col in cols if col.name not in clean]
     bad = (
         both.select(pl.any_horizontal(checks).alias("bad")).to_series()
         if checks

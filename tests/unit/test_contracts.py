@@ -1,13 +1,17 @@
 """Contracts load from schemas/, derive Arrow/Dagster schemas, and validate good and bad rows precisely."""
 
 import datetime as dt
+import math
 import re
 
 import polars as pl
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipelines.defs.metadata import table_schema
+from pipelines.lib import contracts as contracts_module
 from pipelines.lib.contracts import (
     conformance_violations,
     contract,
@@ -258,3 +262,48 @@ def test_every_column_description_says_what_its_values_are():
         if len(re.findall(r"[A-Za-z0-9_]+", col.description)) < 4
     ]
     assert not terse, terse
+
+
+_ODD_NUMBERS = st.sampled_from([0.0, 0.5, 1.0, -0.1, 1.7, -5.0, 2e3, math.nan, math.inf, -math.inf, None])
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data(), typed=st.booleans(), n=st.integers(1, 12))
+def test_column_statistics_never_change_a_verdict(monkeypatch_module, data, typed, n):
+    # The per-batch statistics skip the row-by-row test of columns they prove clean: on batches mixing
+    # clean and broken values (NaN, infinities, bounds, blanks, text), the answer is the row-by-row one's.
+    c = contract("utilisation_samples")
+    numeric = [x.name for x in c.landing_columns if x.type == "float64"]
+    frame = {
+        "run_id": data.draw(st.lists(st.sampled_from(["r1", "r2", " ", None]), min_size=n, max_size=n)),
+        "server_id": ["s"] * n,
+        "role": data.draw(st.lists(st.sampled_from(["trainer", "reader", "worker"]), min_size=n, max_size=n)),
+        "ts": data.draw(
+            st.lists(
+                st.sampled_from(
+                    ["2026-11-20T00:05:00Z", "1999-12-31T23:00:00Z", "2100-01-01T00:00:00Z", "x"]
+                ),
+                min_size=n,
+                max_size=n,
+            )
+        ),
+        "_row_number": list(range(n)),
+    }
+    for name in numeric:
+        values = data.draw(st.lists(_ODD_NUMBERS, min_size=n, max_size=n))
+        frame[name] = values if typed else [None if v is None else str(v) for v in values]
+    batch = pl.DataFrame(frame, schema_overrides=dict.fromkeys(numeric, pl.Float64 if typed else pl.String))
+    fast = validate_rows(batch, c, carry=("_row_number",), allowed=PLATFORMS)
+    monkeypatch_module.setattr(contracts_module, "_clean_columns", lambda both, cols: set())
+    try:
+        slow = validate_rows(batch, c, carry=("_row_number",), allowed=PLATFORMS)
+    finally:
+        monkeypatch_module.undo()
+    assert fast.accepted.equals(slow.accepted, null_equal=True)
+    assert fast.rejected.equals(slow.rejected, null_equal=True)
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as mp:
+        yield mp
