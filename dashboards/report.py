@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import html
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -314,16 +315,25 @@ def gpu_platforms(dist: pl.DataFrame) -> tuple[str, ...]:
     return tuple(found)
 
 
-def build_charts(inputs: ReportInputs, static: bool = False) -> dict[str, alt.TopLevelMixin]:
+def build_charts(
+    inputs: ReportInputs, static: bool = False, page: Mapping[str, alt.TopLevelMixin] | None = None
+) -> dict[str, alt.TopLevelMixin]:
     """Every chart of the report, by file name; sections without data are left out (``NO_DATA`` says why).
-    ``static``: the PNG/SVG exports, where selector charts show every model or platform as small multiples."""
+    ``static``: the PNG/SVG exports, where selector charts show every model or platform as small multiples;
+    ``page``: the page's charts; those without a selector or a day range are taken from it as they are."""
+
+    def same(name: str, draw) -> alt.TopLevelMixin:
+        return draw() if page is None else page[name]
+
     n_bins = int(contract("util_distribution").parameters["n_bins"])
     days = None if static else inputs.days  # the exports show every day; the page has the range control
     out: dict[str, alt.TopLevelMixin] = {}
     if inputs.recommendations.height:
-        out["hardware_fit"] = charts.fit_matrix(inputs.recommendations)
+        out["hardware_fit"] = same("hardware_fit", lambda: charts.fit_matrix(inputs.recommendations))
         if set(TABLE_III) <= set(charts.best_per_platform(inputs.recommendations, TABLE_III)["platform"]):
-            out["cpu_vs_big_basin"] = charts.cpu_vs_big_basin(inputs.recommendations)
+            out["cpu_vs_big_basin"] = same(
+                "cpu_vs_big_basin", lambda: charts.cpu_vs_big_basin(inputs.recommendations)
+            )
     if inputs.util_distribution.filter(pl.col("platform") == "cpu").height:
         out["trainer_vs_ps"] = charts.trainer_vs_ps(inputs.util_distribution, n_bins, static, days)
     gpu = gpu_platforms(inputs.util_distribution)
@@ -344,9 +354,9 @@ def build_charts(inputs: ReportInputs, static: bool = False) -> dict[str, alt.To
         out["fleet_trends"] = charts.trends(inputs.daily, days)
     if inputs.run_efficiency["right_sized_servers"].is_not_null().any():
         out["waste"] = charts.waste(inputs.run_efficiency, days)
-    out["whatif_sweeps"] = charts.whatif_sweeps(inputs.sweeps)
-    out["placements"] = charts.placement_comparison(inputs.placements)
-    out["calibration"] = charts.calibration(inputs.calibration)
+    out["whatif_sweeps"] = same("whatif_sweeps", lambda: charts.whatif_sweeps(inputs.sweeps))
+    out["placements"] = same("placements", lambda: charts.placement_comparison(inputs.placements))
+    out["calibration"] = same("calibration", lambda: charts.calibration(inputs.calibration))
     return out
 
 
@@ -628,7 +638,8 @@ def write_report(
     import vl_convert
 
     inputs = gather(home, first, last)
-    built, exported = build_charts(inputs), build_charts(inputs, static=True)
+    built = build_charts(inputs)
+    exported = build_charts(inputs, static=True, page=built)
     specs, files, pngs, svgs = {}, {}, [], []
     for name, chart in built.items():
         # Altair's schema validation was a fifth of the report's time; the specs come from fixed code, and a
