@@ -349,7 +349,36 @@ def _gemm_work(widths: pl.Expr, half: float) -> pl.Expr:
     return widths.list.eval(pair.sum()).list.first().cast(pl.Float64)
 
 
+# The workload columns per-example quantities depend on (nothing of the system)
+WORKLOAD_SHAPE = (
+    "bottom_mlp",
+    "top_mlp",
+    "n_sparse_features",
+    "n_tables",
+    "embedding_dim",
+    "mean_lookups_per_table",
+    "n_dense_features",
+    "interaction",
+    "dcn_layers",
+    "dcn_rank",
+    "kernels",
+)
+
+
 def _per_example(base: pl.DataFrame, coef: Coefficients) -> pl.DataFrame:
+    """``_per_workload`` of each row, computed once per distinct workload shape (sweeps and sizing searches
+    evaluate one or a few workloads on many systems) and gathered back in the rows' order."""
+    key = pl.struct(WORKLOAD_SHAPE)
+    first = base.select(key.is_first_distinct()).to_series()
+    if first.all():
+        return _per_workload(base, coef)
+    rank = base.select((key.rank("dense") - 1).cast(pl.Int64)).to_series()  # equal shapes, equal rank
+    shapes = _per_workload(base.filter(first), coef).drop(base.columns)
+    by_rank = shapes[np.argsort(rank.filter(first).to_numpy())]
+    return pl.concat([base, by_rank[rank]], how="horizontal")
+
+
+def _per_workload(base: pl.DataFrame, coef: Coefficients) -> pl.DataFrame:
     """Per-example quantities of each row's workload: FLOPs and shape-weighted GEMM work (CPU and GPU
     tiles), dense parameters, operators per iteration, bytes gathered, pooled, indexed and read. Lookups
     and pooled vectors follow features; table bytes follow tables."""
