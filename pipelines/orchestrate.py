@@ -125,7 +125,10 @@ def ensure_instance(home: DataHome) -> dg.DagsterInstance:
     return dg.DagsterInstance.get()
 
 
+@functools.cache
 def _graph() -> tuple[dg.JobDefinition, list[dg.AssetKey], list[dg.AssetKey]]:
+    """The nightly job and its daily and merged assets, loaded once per process (nothing in them depends
+    on the data home or what landed)."""
     from pipelines.definitions import build_defs
 
     d = build_defs()
@@ -139,18 +142,15 @@ def _graph() -> tuple[dg.JobDefinition, list[dg.AssetKey], list[dg.AssetKey]]:
     return d.resolve_job_def(JOB), daily, merged
 
 
-@functools.cache
-def _worker_graph() -> tuple[dg.JobDefinition, list[dg.AssetKey]]:
-    job, daily, _ = _graph()
-    return job, daily
-
-
-def _run_day(home: DataHome, day: str, tags: dict[str, str]) -> tuple[str, str, float, list[str]]:
-    """One day's daily assets as one run of the nightly job (in this process or a worker process); the
-    day, the run, its seconds and the checks that did not pass."""
+def _run_day(
+    home: DataHome, day: str, tags: dict[str, str], instance: dg.DagsterInstance | None = None
+) -> tuple[str, str, float, list[str]]:
+    """One day's daily assets as one run of the nightly job (in this process on ``instance``, or in a worker
+    process on the instance of $DAGSTER_HOME); the day, the run, its seconds and the checks that did not
+    pass."""
     start = time.perf_counter()
-    instance = ensure_instance(home)
-    job, daily = _worker_graph()
+    instance = instance or ensure_instance(home)
+    job, daily, _ = _graph()
     res = job.execute_in_process(
         asset_selection=daily, partition_key=day, instance=instance, tags=tags, run_config=run_config(home)
     )
@@ -250,7 +250,7 @@ def _run_all(
                 done(*fut.result())
     else:
         for day in todo:
-            done(*_run_day(home, day, day_tags(day)))
+            done(*_run_day(home, day, day_tags(day), instance))
     merge_key = _merge_inputs(home)
     before = None if force or todo else _done_before(instance, MERGE_INPUTS, merge_key)
     if before:
