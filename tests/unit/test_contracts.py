@@ -4,6 +4,7 @@ import datetime as dt
 import math
 import re
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 import pytest
@@ -307,3 +308,47 @@ def test_column_statistics_never_change_a_verdict(monkeypatch_module, data, type
 def monkeypatch_module():
     with pytest.MonkeyPatch.context() as mp:
         yield mp
+
+
+@pytest.mark.parametrize(
+    "late",
+    [
+        {"cpu_util": math.nan},
+        {"mem_cap_util": math.inf},
+        {"net_bw_util": 1.0000001},
+        {"power_w": -1e-9},
+        {"cpu_util": None},
+        {"ts": "2100-01-01T00:00:00Z"},
+        {"ts": " "},
+        {"server_id": "  "},
+    ],
+)
+def test_column_statistics_on_a_large_batch_with_one_late_fault(late):
+    # 250,000 clean rows and one hostile value in the last row: the statistics must not vouch for its
+    # column, and the verdicts are the row-by-row ones.
+    c = contract("utilisation_samples")
+    n = 250_000
+    rng = np.random.default_rng(5)
+    cols = {
+        "_row_number": np.arange(n),
+        "run_id": ["r1"] * n,
+        "server_id": [f"s{i % 97}" for i in range(n)],
+        "role": ["trainer"] * n,
+        "ts": ["2026-11-20T00:05:00Z"] * n,
+        **{x.name: rng.uniform(0, 1, n) for x in c.landing_columns if x.type == "float64"},
+    }
+    batch = pl.DataFrame(cols)
+    key, value = next(iter(late.items()))
+    batch = batch.with_columns(
+        pl.when(pl.col("_row_number") == n - 1)
+        .then(pl.lit(value, batch.schema[key]))
+        .otherwise(pl.col(key))
+        .alias(key)
+    )
+    fast = validate_rows(batch, c, carry=("_row_number",), allowed=PLATFORMS)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(contracts_module, "_clean_columns", lambda both, cols: set())
+        slow = validate_rows(batch, c, carry=("_row_number",), allowed=PLATFORMS)
+    assert fast.rejected["_row_number"].to_list() == [n - 1]
+    assert fast.accepted.equals(slow.accepted, null_equal=True)
+    assert fast.rejected.equals(slow.rejected, null_equal=True)

@@ -5,6 +5,7 @@ import gzip
 import json
 
 import blake3
+import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -240,3 +241,25 @@ def test_key_clashes_are_the_repeated_hashes_of_live_groups_in_any_number_of_pas
     got = dedupe.key_clashes(path, dead, pass_rows=pass_rows)
     assert got["pos"].to_list() == want
     assert got.schema == pl.Schema({"pos": pl.Int64, "h": pl.UInt64, "row": pl.Int64})
+
+
+def test_key_clashes_on_a_large_staged_day_with_late_repeats_and_dead_groups(tmp_path):
+    # 1.2M hashes in 6 row groups, read in many passes: repeats placed in the last group and across
+    # groups, one group dead (a file that fell back), compared with numpy's own count.
+    rng = np.random.default_rng(3)
+    h = rng.integers(0, 2**63, 1_200_000, dtype=np.uint64)
+    h[-5:] = h[:5]  # the day's last rows repeat its first
+    h[-10] = h[-11]  # neighbours in the last batch
+    h[450_000] = h[650_000]  # a repeat whose other copy is in the dead group
+    path = tmp_path / "keys.parquet"
+    with pq.ParquetWriter(path, dedupe.HASH_SCHEMA) as w:
+        for start in range(0, h.size, 200_000):
+            part = h[start : start + 200_000]
+            w.write_table(pa.table({"h": part, "row": np.arange(start, start + part.size, dtype=np.int64)}))
+    dead = {3}
+    live = np.ones(h.size, dtype=bool)
+    live[600_000:800_000] = False
+    values, counts = np.unique(h[live], return_counts=True)
+    want = np.flatnonzero(live & np.isin(h, values[counts > 1]))
+    got = dedupe.key_clashes(path, dead, pass_rows=150_000)
+    assert got["pos"].to_list() == want.tolist() and len(want) == 12

@@ -159,3 +159,25 @@ def test_recommender_ignores_runs_without_throughput(hw):
     )
     c = fit_correction(Fleet.from_runs(runs, hw), hw)
     assert c.active and c.n_runs < runs.height
+
+
+def test_per_example_quantities_once_per_shape_equal_them_row_by_row(hw, models):
+    # Sizing searches evaluate a few workload shapes on many systems: computed once per shape and gathered
+    # back, every row's quantities are bit-identical to computing them row by row.
+    from synthetic_fleet import model
+
+    rows = [
+        system(models[m], p, placement, n_trainers=n, batch_size=b)
+        for m in models
+        for p in ("cpu", "big_basin", "zion")
+        for placement in hw.platforms[p].placements
+        for n in (1, 3, 8)
+        for b in (512, 4096)
+    ]
+    rows.append(system(models["M1prod"], "cpu", "remote_ps", embedding_dim=1024))  # a shape seen once
+    base = model._with_defaults(model._with_hardware(model.fit_frame(pl.DataFrame(rows), hw), hw))
+    base = base.sample(fraction=1.0, shuffle=True, seed=7)  # shapes interleaved
+    once = model._per_example(base, DEFAULT)
+    each = model._per_workload(base, DEFAULT)
+    assert base.select(pl.struct(model.WORKLOAD_SHAPE).n_unique()).item() < base.height
+    assert once.columns == each.columns and once.equals(each, null_equal=True)
