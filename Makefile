@@ -14,13 +14,15 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# Debian packages the tests use: Chromium (renders the report), PostgreSQL (production instance test) and
-# Prometheus with promtool (the Prometheus ingest tests backfill and query a real server).
+# Debian packages the tests use: Chromium (renders the report), PostgreSQL (production instance test),
+# Prometheus with promtool (the Prometheus ingest tests backfill and query a real server) and Redis (the
+# Celery workers' broker).
 system-deps:
 	@missing=""; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	{ command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1; } || missing="$$missing prometheus"; \
+	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing Debian packages:$$missing"; \

@@ -23,11 +23,13 @@ from pipelines.lib import cache, lake
 from pipelines.lib.landing import inventory, landing_days
 from pipelines.lib.paths import INSTANCE_TEMPLATE, DataHome
 from pipelines.lib.preflight import Unavailable
+from pipelines.lib.settings import Settings
 from pipelines.runs import (
     HANDLED_BY,
     WAREHOUSE_POOL,
     WORKER_TAG,
     fail_dead_runs,
+    failed_checks,
     pending_in_pool,
     pool_holders,
     this_worker,
@@ -37,7 +39,6 @@ JOB = "nightly"
 # The CLI prints its own lines (a failure as one line naming its cause, exit 1); Dagster's console logger
 # would print each step failure with its stack trace first. The run's events stay in the instance (the UI).
 QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
-POOL_WAIT_S = float(os.environ.get("FLEET_POOL_WAIT_S", "600"))  # longest wait for the warehouse pool
 
 
 def run_config(home: DataHome) -> dict:
@@ -46,7 +47,11 @@ def run_config(home: DataHome) -> dict:
 
 
 class PoolBusy(Unavailable):
-    """The warehouse pool stayed held by a live run longer than POOL_WAIT_S (or the wait was stopped)."""
+    """The warehouse pool stayed held by a live run longer than the settings' ``pool_wait_s``."""
+
+
+class DaysFailed(Unavailable):
+    """Day runs on workers failed (or their worker died); the other days are in the lake."""
 
 
 class Stopped(Unavailable):
@@ -125,6 +130,11 @@ def ensure_instance(home: DataHome) -> dg.DagsterInstance:
     return dg.DagsterInstance.get()
 
 
+def nightly_job() -> dg.JobDefinition:
+    """The nightly job, for a worker to rebuild from its code pointer (``dg.reconstructable``)."""
+    return _graph()[0]
+
+
 @functools.cache
 def _graph() -> tuple[dg.JobDefinition, list[dg.AssetKey], list[dg.AssetKey]]:
     """The nightly job and its daily and merged assets, loaded once per process (nothing in them depends
@@ -170,11 +180,16 @@ def run_pipeline(
     progress: Callable[[str], None] = print,
     workers: int = 1,
     force: bool = False,
+    settings: Settings | None = None,
 ) -> PipelineRun:
     """Every daily asset of each day, then the merged and publish assets (``_run_all``); a signal that
-    interrupts a run raises ``Stopped`` (the days already written stay)."""
+    interrupts a run raises ``Stopped`` (the days already written stay). ``settings`` (by default from the
+    environment) choose where days execute and how long to wait."""
+    settings = settings or Settings.resolve(home.root, home.lake_uri)
     try:
-        return _run_all(home, days, instance=instance, progress=progress, workers=workers, force=force)
+        return _run_all(
+            home, days, instance=instance, progress=progress, workers=workers, force=force, settings=settings
+        )
     except (dg.DagsterExecutionInterruptedError, KeyboardInterrupt) as exc:
         raise Stopped(
             "stopped by a signal (SIGTERM/SIGINT); the days already written stay, run again to finish"
@@ -189,6 +204,7 @@ def _run_all(
     progress: Callable[[str], None] = print,
     workers: int = 1,
     force: bool = False,
+    settings: Settings,
 ) -> PipelineRun:
     """Materialise every daily asset for each day, then every unpartitioned asset once (tagged with the
     last day's partition, as the nightly schedule's run would be). Runs left unfinished by a killed earlier
@@ -197,8 +213,10 @@ def _run_all(
     A day whose landing files, code and catalogs are as they were for a successful run of it (``day_inputs``)
     is skipped, and so is the merge when nothing changed since the last one; ``force`` redoes them. With
     ``workers`` > 1, days run as concurrent runs of the nightly job in that many worker processes (days are
-    independent; the lake serialises what must be). Days that are not partitions yet (today, the future) are
-    reported and skipped. With no days, only the merged analyses and publishing run."""
+    independent; the lake serialises what must be). With the celery executor, days run on whichever
+    `fleet worker`s take them (``workers`` does not apply) and the merge runs here. Days that are not
+    partitions yet (today, the future) are reported and skipped. With no days, only the merged analyses
+    and publishing run."""
     start = time.perf_counter()
     instance = instance or ensure_instance(home)
     dead = fail_dead_runs(instance)
@@ -242,7 +260,12 @@ def _run_all(
     def day_tags(day: str) -> dict[str, str]:
         return {**tags, DAY_INPUTS: inputs[day]}
 
-    if workers > 1 and len(todo) > 1:
+    if settings.executor == "celery" and todo:
+        remote_tags = {k: v for k, v in tags.items() if k != WORKER_TAG}  # the worker names itself
+        _run_on_workers(
+            home, instance, todo, lambda d: {**remote_tags, DAY_INPUTS: inputs[d]}, settings, done, progress
+        )
+    elif workers > 1 and len(todo) > 1:
         ctx = multiprocessing.get_context("spawn")  # no fork of a process with DuckDB and polars threads
         with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=ctx) as pool:
             futures = [pool.submit(_run_day, home, d, day_tags(d)) for d in todo]
@@ -270,9 +293,9 @@ def _run_all(
     t = time.perf_counter()
     progress(f"  merging {len(days)} day(s) of partials, rebuilding the analyst catalog and the report ...")
     last = days[-1] if days else _last_partition(home, instance)
-    wait_for_pool(instance, WAREHOUSE_POOL, progress)
+    wait_for_pool(instance, WAREHOUSE_POOL, progress, settings.pool_wait_s)
     run_id = str(uuid.uuid4())
-    with _PoolWatch(instance, WAREHOUSE_POOL, run_id):
+    with _PoolWatch(instance, WAREHOUSE_POOL, run_id, settings.pool_wait_s):
         res = job.execute_in_process(
             asset_selection=merged,
             partition_key=last,
@@ -293,12 +316,60 @@ def _run_all(
     )
 
 
+def _run_on_workers(
+    home: DataHome,
+    instance: dg.DagsterInstance,
+    todo: list[str],
+    tags_for: Callable[[str], dict[str, str]],
+    settings: Settings,
+    done: Callable[[str, str, float, list[str]], None],
+    progress: Callable[[str], None],
+) -> None:
+    """Send each day's run to the Celery workers and wait for all; ``DaysFailed`` naming every day whose
+    run failed or whose worker died (the days that succeeded stay in the lake)."""
+    from pipelines import workers
+
+    job, daily, _ = _graph()
+    launched = workers.launch_days(
+        instance,
+        settings.broker,
+        job,
+        dg.reconstructable(nightly_job).get_python_origin(),
+        daily,
+        todo,
+        run_config(home),
+        tags_for,
+    )
+    failed: list[workers.DayOutcome] = []
+
+    def finished(o: workers.DayOutcome) -> None:
+        if o.status != dg.DagsterRunStatus.SUCCESS:
+            failed.append(o)
+            progress(f"  [x] {o.day}: run {o.run_id[:8]} {o.status.value.lower()}: {o.error}")
+            return
+        checks = [
+            f"{c.table}/{c.name} ({c.severity}): {c.description}" for c in failed_checks(instance, o.run_id)
+        ]
+        done(o.day, o.run_id, o.seconds, checks)
+
+    workers.await_days(instance, launched, settings.broker, settings.worker_wait_s, finished, progress)
+    if failed:
+        lines = "; ".join(
+            f"{o.day} (run {o.run_id[:8]}, worker {o.worker or 'none'}): {o.error}"
+            for o in sorted(failed, key=lambda o: o.day)
+        )
+        raise DaysFailed(
+            f"{len(failed)} of {len(todo)} day run(s) failed on the workers: {lines}. The other days are in "
+            "the lake; nothing was merged or published. Run again to redo the failed days (see them in the "
+            "Dagster UI)"
+        )
+
+
 def wait_for_pool(
-    instance: dg.DagsterInstance, pool: str, progress: Callable[[str], None], timeout_s: float | None = None
+    instance: dg.DagsterInstance, pool: str, progress: Callable[[str], None], timeout_s: float
 ) -> None:
     """Wait (sleeping) until ``pool`` has a free slot, freeing the slots of runs that are over or whose
-    process is gone as it waits; ``PoolBusy`` after ``timeout_s`` (POOL_WAIT_S) with the holder named."""
-    timeout_s = POOL_WAIT_S if timeout_s is None else timeout_s
+    process is gone as it waits; ``PoolBusy`` after ``timeout_s`` with the holder named."""
     deadline = time.monotonic() + timeout_s
     told = False
     while True:
@@ -320,11 +391,11 @@ def wait_for_pool(
 
 class _PoolWatch:
     """While a run executes in this process: keep freeing the pool slots of runs that are over, and end
-    the process with a clear message if the run waits for a slot past POOL_WAIT_S or is told to stop
+    the process with a clear message if the run waits for a slot past ``timeout_s`` or is told to stop
     (SIGTERM/SIGINT) while it waits (Dagster's wait for a slot neither sleeps nor heeds signals)."""
 
-    def __init__(self, instance: dg.DagsterInstance, pool: str, run_id: str):
-        self.instance, self.pool, self.run_id = instance, pool, run_id
+    def __init__(self, instance: dg.DagsterInstance, pool: str, run_id: str, timeout_s: float):
+        self.instance, self.pool, self.run_id, self.timeout_s = instance, pool, run_id, timeout_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True)
 
@@ -346,8 +417,8 @@ class _PoolWatch:
             waited += 1.0
             if check_captured_interrupt():
                 self._give_up("stopped (SIGTERM/SIGINT) while waiting for", 143)
-            if waited > POOL_WAIT_S:
-                self._give_up(f"waited {POOL_WAIT_S:.0f} s for", 1)
+            if waited > self.timeout_s:
+                self._give_up(f"waited {self.timeout_s:.0f} s for", 1)
 
     def _give_up(self, what: str, code: int) -> None:
         holders = pool_holders(self.instance, self.pool) or []

@@ -1,15 +1,17 @@
-"""Real servers the tests start on 127.0.0.1: an S3-compatible store (SeaweedFS from its Python wheel), with
-free ports and a folder of its own, stopped at the end."""
+"""Real servers the tests start on 127.0.0.1, each with a free port and a folder of its own, stopped at the
+end: an S3-compatible store (SeaweedFS from its Python wheel), PostgreSQL and Redis (Debian's servers)."""
 
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -130,6 +132,100 @@ def seaweedfs(root: Path, bucket: str = "fleet-lake") -> Iterator[S3Store]:
 
         _wait(bucket_ready, "SeaweedFS", proc, log)
         yield store
+    finally:
+        _stop(proc)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _pg_bin() -> str | None:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    if found:
+        return os.path.dirname(found[-1])
+    return os.path.dirname(shutil.which("initdb")) if shutil.which("initdb") else None
+
+
+def _as_postgres(cmd: list[str]) -> list[str]:
+    # PostgreSQL refuses to run as root; CI runs as root.
+    return ["runuser", "-u", "postgres", "--", *cmd] if os.geteuid() == 0 else cmd
+
+
+@contextlib.contextmanager
+def postgresql() -> Iterator[int]:
+    """A PostgreSQL server on 127.0.0.1 with database ``dagster`` (user ``dagster``, trusted); its port."""
+    bindir = _pg_bin()
+    if bindir is None:
+        raise RuntimeError("PostgreSQL server binaries not found: `make test` installs Debian's 'postgresql'")
+    # Outside pytest's tmp tree: its parents are private to root, and the server runs as 'postgres'.
+    root = Path(tempfile.mkdtemp(prefix="fleet-pg-"))
+    if os.geteuid() == 0:
+        shutil.chown(root, "postgres", "postgres")
+    data = root / "data"
+    init = subprocess.run(
+        _as_postgres([f"{bindir}/initdb", "-D", str(data), "-U", "dagster", "--auth=trust", "-E", "UTF8"]),
+        capture_output=True,
+        text=True,
+    )
+    assert init.returncode == 0, init.stderr
+    port = free_port()
+    pg_ctl = [f"{bindir}/pg_ctl", "-D", str(data), "-w"]
+    started = subprocess.run(
+        _as_postgres(pg_ctl + ["-o", f"-h 127.0.0.1 -p {port} -k {root}", "-l", str(root / "log"), "start"]),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert started.returncode == 0, started.stdout + started.stderr
+    try:
+        made = subprocess.run(
+            [f"{bindir}/createdb", "-h", "127.0.0.1", "-p", str(port), "-U", "dagster", "dagster"],
+            capture_output=True,
+            text=True,
+        )
+        assert made.returncode == 0, made.stderr
+        yield port
+    finally:
+        subprocess.run(_as_postgres(pg_ctl + ["-m", "fast", "stop"]), capture_output=True, timeout=120)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def postgres_env(port: int) -> dict[str, str]:
+    """What dagster_home/dagster.postgres.yaml reads to reach the server on ``port``."""
+    return {
+        "DAGSTER_PG_HOST": "127.0.0.1",
+        "DAGSTER_PG_PORT": str(port),
+        "DAGSTER_PG_USER": "dagster",
+        "DAGSTER_PG_PASSWORD": "",
+        "DAGSTER_PG_DB": "dagster",
+    }
+
+
+@contextlib.contextmanager
+def redis(root: Path, password: str) -> Iterator[str]:
+    """Debian's redis-server on 127.0.0.1 with ``password``, nothing persisted; its URL (database 0)."""
+    exe = shutil.which("redis-server")
+    if exe is None:
+        raise RuntimeError("redis-server not found: `make test` installs Debian's 'redis-server'")
+    root.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    conf = root / "redis.conf"  # the password in a file, not on a command line others can read
+    conf.write_text(
+        f'bind 127.0.0.1\nport {port}\nrequirepass {password}\nsave ""\nappendonly no\ndir {root}\n'
+    )
+    log = root / "redis.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [exe, str(conf)], stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    url = f"redis://:{password}@127.0.0.1:{port}/0"
+    try:
+
+        def ready() -> bool:
+            import redis as client
+
+            return client.Redis.from_url(url).ping()
+
+        _wait(ready, "redis-server", proc, log)
+        yield url
     finally:
         _stop(proc)
         shutil.rmtree(root, ignore_errors=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import shutil
 import sys
 import time
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from pipelines.lib.paths import DataHome
 from pipelines.lib.preflight import UsageError
+from pipelines.lib.settings import Settings
 
 DEMO_DAYS = 5
 DEMO_RUNS_PER_DAY = 110
@@ -139,7 +141,13 @@ def cmd_run(args: argparse.Namespace, days: list[str] | None = None) -> int:
     from pipelines.lib.landing import landing_days
     from pipelines.orchestrate import run_pipeline
 
-    home = DataHome.resolve(args.home)
+    try:
+        settings = Settings.resolve(
+            args.home, executor=getattr(args, "executor", None), broker=getattr(args, "broker", None)
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    home = settings.home
     if days is None:
         days = landing_days(home)
         if args.date_from:
@@ -167,6 +175,7 @@ def cmd_run(args: argparse.Namespace, days: list[str] | None = None) -> int:
         progress=lambda m: print(m, flush=True),
         workers=args.workers,
         force=getattr(args, "force", False),
+        settings=settings,
     )
     summary = queries.run(home.catalog_path, "catalog_totals", store=lake.store(home)).row(0, named=True)
     print(f"\nreport:  {home.report_path}\ncatalog: {home.catalog_path}")
@@ -186,6 +195,20 @@ def cmd_run(args: argparse.Namespace, days: list[str] | None = None) -> int:
     warning = not_read_warning(home)
     if warning:
         print(f"WARNING: {warning}")
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    """A Celery worker for day runs, until stopped."""
+    from pipelines import workers
+    from pipelines.lib.settings import check_broker, shown
+
+    try:
+        broker = check_broker(args.broker or os.environ.get("FLEET_BROKER", "").strip())
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"fleet worker {args.name} on {shown(broker)}: {args.concurrency} day(s) at a time", flush=True)
+    workers.serve(broker, args.concurrency, args.name)
     return 0
 
 

@@ -93,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="fleet", description="Fleet telemetry analytics for recommendation-model training.")
     sub = p.add_subparsers(dest="command", required=True)
     home_help = "data home (default $FLEET_HOME or ./data)"
+    broker_help = "the workers' Redis broker, redis://HOST:PORT/DB (default $FLEET_BROKER)"
 
     d = sub.add_parser("demo", help="synthesise a fleet into the data home and materialise every asset")
     d.add_argument("--home", help=home_help)
@@ -158,12 +159,31 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--to", dest="date_to", type=day, help="last day YYYY-MM-DD (default: --from)")
     r.add_argument("--workers", type=at_least_one, default=workers, help=workers_help)
     r.add_argument(
+        "--executor",
+        choices=("in_process", "celery"),
+        help="where the days run: in processes here (in_process, the default) or on `fleet worker`s "
+        "(celery; the merge still runs here); default $FLEET_EXECUTOR or in_process",
+    )
+    r.add_argument("--broker", help=broker_help)
+    r.add_argument(
         "--force",
         action="store_true",
         help="redo every day, also those whose landing files, code and catalogs did not change since a "
         "successful run of theirs (skipped by default, each named)",
     )
     r.set_defaults(func=data.cmd_run)
+
+    wk = sub.add_parser(
+        "worker",
+        help="run day runs sent by `fleet run --executor celery` (or the Dagster UI on a Celery run "
+        "launcher), until stopped",
+    )
+    wk.add_argument("--broker", help=broker_help)
+    wk.add_argument(
+        "--concurrency", type=at_least_one, default=1, help="days at once (default 1: a day uses every core)"
+    )
+    wk.add_argument("--name", default="fleet@%h", help="the worker's name (default fleet@%%h: this host)")
+    wk.set_defaults(func=data.cmd_worker)
 
     i = sub.add_parser(
         "ingest", help="ingest landing files (or deliver a folder, or adapt a public trace) with a summary"

@@ -15,37 +15,13 @@ import polars as pl
 import pytest
 
 from pipelines.lib import lake
-from pipelines.lib.contracts import contracts
 from pipelines.lib.paths import DataHome
 from pipelines.lib.warehouse import publish_catalog
 from synthetic_fleet.writers import write_day
 from tests.conftest import DAY
 from tests.e2e.conftest import BIN
-
-VOLATILE = {"ingested_at"}  # when a run happened, not what it found
-
-
-def _state(home: DataHome) -> dict[str, pl.DataFrame]:
-    out = {}
-    for t in sorted(contracts()):
-        frame = lake.read_table(home, t)
-        frame = frame.drop([c for c in frame.columns if c in VOLATILE])
-        out[t] = frame.sort(frame.columns, nulls_last=True)
-    return out
-
-
-def _assert_same(got: pl.DataFrame, want: pl.DataFrame, table: str) -> None:
-    """Equal, floats to 1e-9 relative: DuckDB's parallel sums differ in the last bits between any two
-    runs, local or not."""
-    floats = [c for c, t in want.schema.items() if t.is_float()]
-    exact = [c for c in want.columns if c not in floats]
-    got, want = got.sort(exact, nulls_last=True), want.sort(exact, nulls_last=True)
-    assert got.select(exact).equals(want.select(exact)), (
-        f"{table}: object storage differs from the local lake"
-    )
-    for c in floats:
-        diff = (got[c] - want[c]).abs() <= 1e-9 * want[c].abs().clip(lower_bound=1.0)
-        assert diff.fill_null(True).all() and (got[c].is_null() == want[c].is_null()).all(), (table, c)
+from tests.lake_state import assert_same as _assert_same
+from tests.lake_state import state as _state
 
 
 def _homes(tmp_path, s3_lake) -> tuple[DataHome, DataHome]:

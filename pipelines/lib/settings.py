@@ -1,0 +1,101 @@
+"""What a deployment sets, in one typed object: where the data lives, where days run, how long to wait.
+
+Each field is resolved once, flag first, then its environment variable, then the default; a bad value is a
+``ValueError`` that names the variable (or flag) and what is expected.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+from urllib.parse import urlsplit
+
+from pipelines.lib.paths import DataHome
+
+Executor = Literal["in_process", "celery"]
+EXECUTORS: tuple[Executor, ...] = ("in_process", "celery")
+_MEMORY = re.compile(r"^\d+(\.\d+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")
+DUCKDB_MEMORY = "512MB"
+
+
+def shown(url: str) -> str:
+    """``url`` without its password, for messages and logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    user = f"{parts.username}:" if parts.username else ":"
+    return parts._replace(netloc=f"{user}***@{netloc}").geturl()
+
+
+def check_broker(broker: str) -> str:
+    """``broker`` if it is a Redis URL; ``ValueError`` naming what is expected otherwise."""
+    if not broker:
+        raise ValueError("the celery executor needs a broker: --broker redis://HOST:6379/0 or $FLEET_BROKER")
+    if not broker.startswith(("redis://", "rediss://")):
+        raise ValueError(f"broker {shown(broker)!r}: expected redis://HOST:PORT/DB (or rediss://)")
+    return broker
+
+
+@dataclass(frozen=True)
+class Settings:
+    """``home``: the data home and its lake ($FLEET_HOME, $FLEET_LAKE). ``executor``: where day runs execute,
+    in processes of this machine (``in_process``) or on Celery workers (``celery``, $FLEET_EXECUTOR) reached
+    over ``broker`` (redis://HOST:PORT/DB, $FLEET_BROKER). ``pool_wait_s``: the longest wait for the analyst
+    catalog's writer slot ($FLEET_POOL_WAIT_S); ``worker_wait_s``: the longest wait for a worker to take a
+    day ($FLEET_WORKER_WAIT_S). ``duckdb_memory``: the memory limit of the ingest's DuckDB side steps (they
+    spill past it; $FLEET_DUCKDB_MEMORY)."""
+
+    home: DataHome
+    executor: Executor = "in_process"
+    broker: str = ""
+    pool_wait_s: float = 600.0
+    worker_wait_s: float = 600.0
+    duckdb_memory: str = DUCKDB_MEMORY
+
+    def __post_init__(self) -> None:
+        if self.executor not in EXECUTORS:
+            raise ValueError(f"executor {self.executor!r}: expected one of {', '.join(EXECUTORS)}")
+        if self.executor == "celery":
+            check_broker(self.broker)
+        for name in ("pool_wait_s", "worker_wait_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} {getattr(self, name)!r}: expected seconds > 0")
+        if not _MEMORY.match(self.duckdb_memory):
+            raise ValueError(f"duckdb_memory {self.duckdb_memory!r}: expected a size such as 512MB or 2GB")
+
+    @classmethod
+    def resolve(
+        cls,
+        home: str | os.PathLike[str] | None = None,
+        lake: str | None = None,
+        executor: str | None = None,
+        broker: str | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> Settings:
+        """Flags (the arguments) over the environment over the defaults."""
+        env = os.environ if environ is None else environ
+
+        def pick(flag, var: str, default):
+            return flag if flag not in (None, "") else (env.get(var, "").strip() or default)
+
+        def seconds(var: str) -> float:
+            text = env.get(var, "").strip()
+            if not text:
+                return 600.0
+            try:
+                return float(text)
+            except ValueError:
+                raise ValueError(f"${var}={text!r}: expected seconds (e.g. 600)") from None
+
+        return cls(
+            home=DataHome.resolve(home, pick(lake, "FLEET_LAKE", None)),
+            executor=pick(executor, "FLEET_EXECUTOR", "in_process"),
+            broker=pick(broker, "FLEET_BROKER", ""),
+            pool_wait_s=seconds("FLEET_POOL_WAIT_S"),
+            worker_wait_s=seconds("FLEET_WORKER_WAIT_S"),
+            duckdb_memory=pick(None, "FLEET_DUCKDB_MEMORY", DUCKDB_MEMORY),
+        )

@@ -1,0 +1,247 @@
+"""Days on workers: each day's run of the nightly job is a Celery task of dagster-celery's run launcher on a
+Redis broker, executed whole by whichever `fleet worker` takes it (in-process inside the worker, as a local
+day is). The Dagster instance is the launcher's (its reference travels with the task, so workers on other
+machines need its database: PostgreSQL), the run configuration names the data home and the lake.
+
+A worker names itself on the run (``fleet/worker``) the moment it takes it, so a worker killed mid-day leaves
+a run that the waiting `fleet run` (or any later one) marks failed; running the day again redoes it whole
+(a day is replaced in one commit, never appended to).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import dagster as dg
+
+from pipelines.lib.preflight import Unavailable
+from pipelines.lib.settings import shown
+from pipelines.runs import FINISHED, WORKER_TAG, fail_dead_runs, this_worker
+
+QUEUE = "dagster"  # dagster-celery's queue
+CELERY_WORKER_TAG = "fleet/celery_worker"  # the worker's Celery name (fleet@host by default)
+POLL_S = 0.5
+
+
+class NoWorker(Unavailable):
+    """No worker took a day's run in time: none is running against this broker (or all are stuck)."""
+
+
+def _app_config() -> dict:
+    from dagster_celery.config import DEFAULT_CONFIG
+
+    return {
+        **DEFAULT_CONFIG,
+        # A worker takes a day only when it has a free slot: with prefetch, one busy worker would hold the
+        # next day while another sits idle, and a killed worker would take the held day with it.
+        "worker_disable_prefetch": True,
+        "worker_prefetch_multiplier": 1,
+        "task_track_started": True,
+        "broker_connection_retry_on_startup": True,
+        "worker_hijack_root_logger": False,
+    }
+
+
+def celery_app(broker: str):
+    """The Celery app of dagster-celery's tasks on ``broker`` (results kept on the same Redis), with the
+    run task replaced by ``_execute_run``."""
+    from dagster_celery.config import TASK_EXECUTE_JOB_NAME
+    from dagster_celery.make_app import make_app
+
+    app = make_app({"broker": broker, "backend": broker, "include": [], "config_source": _app_config()})
+    app.task(bind=True, name=TASK_EXECUTE_JOB_NAME, track_started=True)(_execute_run)
+    return app
+
+
+def _execute_run(_task, execute_job_args_packed) -> int:
+    """dagster-celery's run task, on the instance the launcher sent (no $DAGSTER_HOME needed on the worker),
+    naming this worker on the run before anything else happens."""
+    from dagster._cli.api import _execute_run_command_body
+    from dagster._grpc.types import ExecuteRunArgs
+    from dagster._serdes import unpack_value
+
+    args = unpack_value(execute_job_args_packed, as_type=ExecuteRunArgs)
+    with dg.DagsterInstance.from_ref(args.instance_ref) as instance:
+        run = instance.get_run_by_id(args.run_id)
+        if run is None or run.status in FINISHED:
+            return 0  # canceled while queued (no worker came in time), or deleted: nothing to do
+        instance.add_run_tags(
+            args.run_id, {WORKER_TAG: this_worker(), CELERY_WORKER_TAG: _task.request.hostname}
+        )
+        return _execute_run_command_body(
+            instance=instance,
+            run_id=args.run_id,
+            write_stream_fn=lambda _e: None,
+            set_exit_code_on_failure=True,
+        )
+
+
+def serve(broker: str, concurrency: int, name: str) -> None:
+    """Run a Celery worker on ``broker`` until it is stopped (SIGTERM: finish the days in hand, then exit):
+    ``concurrency`` days at a time, each in a fresh process."""
+    import pipelines.orchestrate  # noqa: F401  loaded once here, forked into every day's process
+
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # the instance's schema checks, once per day
+    app = celery_app(broker)
+    app.worker_main(
+        [
+            "worker",
+            f"--queues={QUEUE}",
+            f"--concurrency={concurrency}",
+            f"--hostname={name}",
+            "--pool=prefork",
+            "--max-tasks-per-child=1",  # a day's memory goes back to the system when the day ends
+            "--without-gossip",
+            "--without-mingle",
+            "--loglevel=INFO",
+        ]
+    )
+
+
+@dataclass
+class Launched:
+    day: str
+    run_id: str
+
+
+def launch_days(
+    instance: dg.DagsterInstance,
+    broker: str,
+    job: dg.JobDefinition,
+    origin,
+    selection: list[dg.AssetKey],
+    days: list[str],
+    run_config: Mapping,
+    tags_for: Callable[[str], dict[str, str]],
+) -> list[Launched]:
+    """Create each day's run of ``job`` (its daily assets) and send it to the broker as dagster-celery's
+    run task (what its ``CeleryRunLauncher`` sends), tagged with the task's id."""
+    from dagster._grpc.types import ExecuteRunArgs
+    from dagster._serdes import pack_value
+    from dagster_celery.config import TASK_EXECUTE_JOB_NAME
+    from dagster_celery.tags import DAGSTER_CELERY_TASK_ID_TAG
+
+    app = celery_app(broker)
+    out = []
+    for day in days:
+        run = instance.create_run_for_job(
+            job_def=job,
+            run_config=run_config,
+            tags={**tags_for(day), "dagster/partition": day},
+            asset_selection=frozenset(selection),
+            job_code_origin=origin,
+        )
+        instance.report_dagster_event(
+            dg.DagsterEvent(event_type_value=dg.DagsterEventType.RUN_STARTING.value, job_name=run.job_name),
+            run_id=run.run_id,
+        )
+        args = ExecuteRunArgs(
+            job_origin=origin,
+            run_id=run.run_id,
+            instance_ref=instance.get_ref(),
+            set_exit_code_on_failure=True,
+        )
+        task = app.send_task(
+            TASK_EXECUTE_JOB_NAME,
+            kwargs={"execute_job_args_packed": pack_value(args)},
+            queue=QUEUE,
+            routing_key=f"{QUEUE}.{TASK_EXECUTE_JOB_NAME}",
+        )
+        instance.add_run_tags(run.run_id, {DAGSTER_CELERY_TASK_ID_TAG: task.id})
+        instance.report_engine_event(f"sent to the workers' queue on {shown(broker)}", run)
+        out.append(Launched(day, run.run_id))
+    return out
+
+
+@dataclass
+class DayOutcome:
+    day: str
+    run_id: str
+    seconds: float
+    status: dg.DagsterRunStatus
+    worker: str
+    error: str  # why it failed ("" when it succeeded)
+
+
+def await_days(
+    instance: dg.DagsterInstance,
+    launched: list[Launched],
+    broker: str,
+    worker_wait_s: float,
+    on_done: Callable[[DayOutcome], None],
+    progress: Callable[[str], None],
+) -> list[DayOutcome]:
+    """Wait until every launched run is over, calling ``on_done`` as each ends. Runs whose worker died are
+    marked failed on the way. ``NoWorker`` when, with none of them running, no worker took one for
+    ``worker_wait_s`` (the runs still queued are canceled)."""
+    pending = {x.run_id: x for x in launched}
+    outcomes: list[DayOutcome] = []
+    taken: set[str] = set()
+    told = False
+    last_move = time.monotonic()  # the last time a worker took a run or a run ended
+    while pending:
+        fail_dead_runs(instance)
+        running = False
+        for run in instance.get_runs(filters=dg.RunsFilter(run_ids=list(pending))):
+            worker = run.tags.get(WORKER_TAG, "")
+            if worker and run.run_id not in taken:
+                taken.add(run.run_id)
+                last_move = time.monotonic()
+            if run.status not in FINISHED:
+                running = running or bool(worker)
+                continue
+            x = pending.pop(run.run_id)
+            last_move = time.monotonic()
+            ok = run.status == dg.DagsterRunStatus.SUCCESS
+            error = "" if ok else _why(instance, run)
+            outcome = DayOutcome(x.day, x.run_id, _seconds(instance, x.run_id), run.status, worker, error)
+            outcomes.append(outcome)
+            on_done(outcome)
+        if not pending:
+            break
+        idle = 0.0 if running else time.monotonic() - last_move
+        if not told and idle > 5:
+            progress(f"  waiting for a worker on {shown(broker)} (start one with `fleet worker`) ...")
+            told = True
+        if idle > worker_wait_s:
+            _cancel(instance, list(pending), f"no worker took it in {worker_wait_s:.0f} s")
+            days = ", ".join(x.day for x in pending.values())
+            raise NoWorker(
+                f"no worker took day run(s) {days} in {worker_wait_s:.0f} s on broker {shown(broker)}: start "
+                "one with `fleet worker --broker ...` on a machine that reaches the broker, the Dagster "
+                "instance's database and the data home, then run again ($FLEET_WORKER_WAIT_S sets the wait)"
+            )
+        time.sleep(POLL_S)
+    return outcomes
+
+
+def _seconds(instance: dg.DagsterInstance, run_id: str) -> float:
+    """How long the run executed on its worker (0 if it never started)."""
+    record = instance.get_run_record_by_id(run_id)
+    if record is None or record.start_time is None or record.end_time is None:
+        return 0.0
+    return record.end_time - record.start_time
+
+
+def _why(instance: dg.DagsterInstance, run: dg.DagsterRun) -> str:
+    """The first step failure's message, else the run failure's."""
+    for kind in (dg.DagsterEventType.STEP_FAILURE, dg.DagsterEventType.RUN_FAILURE):
+        for record in instance.all_logs(run.run_id, of_type=kind):
+            event = record.dagster_event
+            data = event.event_specific_data if event else None
+            error = getattr(data, "error", None)
+            if error is not None:
+                return error.message.strip().splitlines()[-1].rstrip(".")
+            if record.message:
+                return record.message.rstrip(".")
+    return run.status.value.lower()
+
+
+def _cancel(instance: dg.DagsterInstance, run_ids: list[str], why: str) -> None:
+    """Mark runs no worker took as canceled (a worker that takes one later finds it over and leaves it)."""
+    for run in instance.get_runs(filters=dg.RunsFilter(run_ids=run_ids)):
+        if run.status not in FINISHED:
+            instance.report_run_canceled(run, message=why)

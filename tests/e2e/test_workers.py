@@ -1,0 +1,217 @@
+"""Days on Celery workers: real `fleet worker` processes on a real Redis broker (with a password), the Dagster
+instance in a real PostgreSQL, all on 127.0.0.1. The lake they write equals an in-process night's."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import psycopg2
+import pytest
+
+from pipelines.lib.paths import PROJECT_ROOT, DataHome
+from tests.e2e.conftest import BIN, run
+from tests.lake_state import RUN_ORDER, assert_same_lakes
+from tests.servers import postgres_env, postgresql, redis
+
+pytestmark = pytest.mark.slow
+PASSWORD = "broker-pw-7c1e9"  # must never show in any output
+DAYS = ["2026-11-17", "2026-11-18", "2026-11-19", "2026-11-20"]
+
+
+@pytest.fixture(scope="module")
+def pg():
+    with postgresql() as port:
+        yield port
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    with redis(tmp_path_factory.mktemp("redis"), PASSWORD) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def landing(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("src") / "landing"
+    p = run(
+        [str(BIN / "fleet"), "synth", "--days", "4", "--start", DAYS[0], "--runs-per-day", "6", "--seed", "5"]
+        + ["--out", str(root)]
+    )
+    assert p.returncode == 0, p.stderr
+    return root
+
+
+@pytest.fixture(scope="module")
+def reference(landing, tmp_path_factory) -> DataHome:
+    """The same landing days run in-process on the default (SQLite) instance."""
+    home = _home(landing, tmp_path_factory.mktemp("reference"))
+    p = run([str(BIN / "fleet"), "run", "--home", str(home.root)], env={"DAGSTER_HOME": ""})
+    assert p.returncode == 0, p.stderr[-3000:]
+    return home
+
+
+def _home(landing: Path, root: Path) -> DataHome:
+    home = DataHome.resolve(root / "home")
+    shutil.copytree(landing, home.landing)
+    return home
+
+
+def _env(home: DataHome, pg: int, broker: str, **extra: str) -> dict[str, str]:
+    dh = home.root / "dagster_home"
+    dh.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(PROJECT_ROOT / "dagster_home" / "dagster.postgres.yaml", dh / "dagster.yaml")
+    return {
+        "DAGSTER_HOME": str(dh),
+        "FLEET_BROKER": broker,
+        "DAGSTER_DISABLE_TELEMETRY": "1",
+        **postgres_env(pg),
+        **extra,
+    }
+
+
+def _start_worker(name: str, env: dict[str, str], log: Path) -> subprocess.Popen:
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [str(BIN / "fleet"), "worker", "--name", name],
+            env={**os.environ, **env},
+            cwd=PROJECT_ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + 60
+    while "ready." not in log.read_text():
+        assert proc.poll() is None, log.read_text()[-3000:]
+        assert time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(0.2)
+    return proc
+
+
+def _stop(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, sig)
+    proc.wait(timeout=60)
+
+
+def _sql(pg: int, query: str, *params) -> list[tuple]:
+    con = psycopg2.connect(host="127.0.0.1", port=pg, user="dagster", dbname="dagster")
+    try:
+        cur = con.cursor()
+        cur.execute(query, params)
+        return cur.fetchall()
+    finally:
+        con.close()
+
+
+def _day_runs(pg: int, home: DataHome) -> dict[str, tuple[str, str, str]]:
+    """Per day run of this home (not the merge): (day, status, the Celery worker that took it)."""
+    rows = _sql(
+        pg,
+        "SELECT r.run_id, r.status, p.value, coalesce(w.value, '') FROM runs r "
+        "JOIN run_tags p ON p.run_id = r.run_id AND p.key = 'dagster/partition' "
+        "LEFT JOIN run_tags w ON w.run_id = r.run_id AND w.key = 'fleet/celery_worker' "
+        "WHERE r.run_body LIKE %s AND NOT EXISTS "
+        "(SELECT 1 FROM run_tags m WHERE m.run_id = r.run_id AND m.key = 'fleet/merge_inputs')",
+        f"%{home.root}%",
+    )
+    return {run_id: (day, status, worker) for run_id, status, day, worker in rows}
+
+
+def test_two_workers_share_a_four_day_backfill_and_write_the_in_process_lake(
+    pg, broker, landing, reference, tmp_path
+):
+    home = _home(landing, tmp_path)
+    env = _env(home, pg, broker)
+    workers = [_start_worker(f"w{i}@%h", env, tmp_path / f"w{i}.log") for i in (1, 2)]
+    try:
+        p = run([str(BIN / "fleet"), "run", "--home", str(home.root), "--executor", "celery"], env=env)
+    finally:
+        for w in workers:
+            _stop(w)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "[4/4]" in p.stdout and "merged analyses" in p.stdout
+    runs = _day_runs(pg, home)
+    assert sorted(day for day, _, _ in runs.values()) == DAYS
+    assert {status for _, status, _ in runs.values()} == {"SUCCESS"}
+    # Both workers took days (a worker takes one only when it has a free slot).
+    assert {w.split("@")[0] for _, _, w in runs.values()} == {"w1", "w2"}
+    assert_same_lakes(home, reference, ignore=RUN_ORDER)
+    logs = p.stdout + p.stderr + "".join((tmp_path / f"w{i}.log").read_text() for i in (1, 2))
+    assert PASSWORD not in logs
+    assert not _sql(pg, "SELECT 1 FROM event_logs WHERE event LIKE %s LIMIT 1", f"%{PASSWORD}%")
+    assert not _sql(pg, "SELECT 1 FROM runs WHERE run_body LIKE %s LIMIT 1", f"%{PASSWORD}%")
+
+
+def test_a_worker_killed_mid_day_then_a_rerun_equals_a_clean_run(pg, broker, landing, reference, tmp_path):
+    home = _home(landing, tmp_path)
+    env = _env(home, pg, broker, FLEET_WORKER_WAIT_S="10")
+    worker = _start_worker("solo@%h", env, tmp_path / "solo.log")
+    cmd = [str(BIN / "fleet"), "run", "--home", str(home.root), "--executor", "celery"]
+    first = subprocess.Popen(
+        cmd,
+        env={**os.environ, **env},
+        cwd=PROJECT_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        # Kill the worker (its whole process group, SIGKILL) once its day wrote something and is still going.
+        deadline = time.monotonic() + 180
+        while True:
+            assert time.monotonic() < deadline and first.poll() is None, first.communicate()
+            started = [r for r, (_, status, _) in _day_runs(pg, home).items() if status == "STARTED"]
+            if started and _sql(
+                pg,
+                "SELECT 1 FROM event_logs WHERE run_id = %s AND dagster_event_type = 'ASSET_MATERIALIZATION'",
+                started[0],
+            ):
+                break
+            time.sleep(0.05)
+        _stop(worker, signal.SIGKILL)
+        out, err = first.communicate(timeout=300)
+    finally:
+        _stop(worker, signal.SIGKILL)
+        if first.poll() is None:
+            first.kill()
+    # The dead worker's day is failed, the days no worker took are canceled, and the run says both.
+    assert first.returncode == 1, out + err
+    assert "is gone (killed?)" in out and "no worker took day run(s)" in err, out + err
+    statuses = sorted(status for _, status, _ in _day_runs(pg, home).values())
+    assert statuses == ["CANCELED", "CANCELED", "CANCELED", "FAILURE"], statuses
+
+    worker = _start_worker("again@%h", env, tmp_path / "again.log")
+    try:
+        second = run(cmd, env=env)
+    finally:
+        _stop(worker)
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    assert_same_lakes(home, reference, ignore=RUN_ORDER)
+    # The canceled runs' queued tasks reached the new worker too, which left them as they were.
+    statuses = sorted(status for _, status, _ in _day_runs(pg, home).values())
+    assert statuses == ["CANCELED"] * 3 + ["FAILURE"] + ["SUCCESS"] * 4, statuses
+
+
+def test_no_worker_is_a_clear_error_after_the_wait(pg, broker, landing, tmp_path):
+    home = _home(landing, tmp_path)
+    env = _env(home, pg, broker, FLEET_WORKER_WAIT_S="3")
+    p = run(
+        [str(BIN / "fleet"), "run", "--home", str(home.root), "--executor", "celery", "--from", DAYS[0]],
+        env=env,
+    )
+    assert p.returncode == 1
+    assert (
+        f"fleet run: no worker took day run(s) {DAYS[0]} in 3 s on broker redis://:***@127.0.0.1:" in p.stderr
+    )
+    assert "Traceback" not in p.stderr and PASSWORD not in p.stdout + p.stderr
+    assert [status for _, status, _ in _day_runs(pg, home).values()] == ["CANCELED"]
+    bad = run(
+        [str(BIN / "fleet"), "run", "--home", str(home.root), "--executor", "celery"],
+        env={**env, "FLEET_BROKER": "amqp://x"},
+    )
+    assert bad.returncode == 2 and "expected redis://HOST:PORT/DB" in bad.stderr
