@@ -23,6 +23,11 @@ Cases (each: product seconds, anchor seconds, ratio = product / anchor, peak RSS
   (ratio = parallel / serial; target <= 1/1.6).
 - ``fixed``: the nightly fixed cost (start-up, merged analyses with recommendations, catalog, report) of a
   `fleet run` whose lake did not change (target < 10 s; anchor: none).
+- ``workers``: four days of ``--samples`` / 4 each on Celery workers (`fleet run --executor celery`, Redis
+  and PostgreSQL started on 127.0.0.1): two `fleet worker`s vs one (no target: how far two workers keep
+  this machine's cores busier; also each side's samples per second per worker and the merge's seconds).
+- ``merge-K-days``: the merge run (merged analyses, analyst catalog, report) over K = 1, 2, 4, 8 day
+  partitions of ``--samples`` / 4 each (no anchor: its cost against the number of partitions).
 - ``memory``: peak RSS of `fleet ingest` for a day of 3x ``--samples`` in every format (target < 1.5 GB).
 - ``prometheus``: `fleet ingest` of a Prometheus export of about ``--samples`` exposition samples (the
   synthetic fleet as node_exporter, dcgm-exporter, kube-state-metrics and pcm-sensor-server expose it, in
@@ -42,6 +47,7 @@ import math
 import os
 import resource
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -520,6 +526,10 @@ def paired(case: str, repeats: int, product: tuple, anchor: tuple | None, note: 
     }
     if all("steps_s" in r for r in ours):  # the product's own steps, timed by Dagster (side_night_assets)
         row["product_steps_s"] = statistics.median(r["steps_s"] for r in ours)
+    if all("merge_s" in r for r in ours + base):  # side_night_workers
+        row["product_merge_s"] = statistics.median(r["merge_s"] for r in ours)
+        row["product_rate"] = statistics.median(r["per_worker_samples_s"] for r in ours)
+        row["anchor_rate"] = statistics.median(r["per_worker_samples_s"] for r in base)
     if all("cores" in r for r in ours + base):  # how many of the machine's cores each side kept busy
         row["product_cores"] = statistics.median(r["cores"] for r in ours)
         row["anchor_cores"] = statistics.median(r["cores"] for r in base) if base else None
@@ -712,6 +722,132 @@ def object_storage_case(data: Path, tmp: Path, n: int, r: int) -> dict:
                 os.environ.pop(name, None)
 
 
+def _busy_jiffies() -> tuple[int, int]:
+    """The machine's (busy, total) CPU time in clock ticks since boot, every core and process."""
+    with open("/proc/stat", encoding="ascii") as f:
+        values = [int(v) for v in f.readline().split()[1:]]
+    idle = values[3] + values[4]  # idle, iowait
+    return sum(values) - idle, sum(values)
+
+
+def side_night_workers(args: dict) -> dict:
+    """`fleet run --executor celery` of the landing days with ``workers`` `fleet worker`s on this machine
+    (started before the clock starts); the seconds, how many cores the machine kept busy, the merge's
+    seconds and the days' samples per second per worker."""
+    from pipelines.lib.paths import PROJECT_ROOT, DataHome
+    from pipelines.lib.settings import Settings
+    from pipelines.orchestrate import ensure_instance, run_pipeline
+
+    with tempfile.TemporaryDirectory(dir=args["tmp"]) as tmp:
+        home = DataHome.resolve(fresh_home(Path(tmp), [Path(t) for t in args["trees"]]))
+        home.dagster_home.mkdir(parents=True)
+        shutil.copyfile(
+            PROJECT_ROOT / "dagster_home" / "dagster.postgres.yaml", home.dagster_home / "dagster.yaml"
+        )
+        os.environ["DAGSTER_HOME"] = str(home.dagster_home)
+        instance = ensure_instance(home)
+        procs = []
+        for i in range(args["workers"]):
+            log = Path(tmp) / f"worker{i}.log"
+            with open(log, "wb") as out:
+                procs.append(
+                    subprocess.Popen(
+                        [str(Path(sys.executable).parent / "fleet"), "worker", "--name", f"bench{i}@%h"],
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                        env={**os.environ, "FLEET_BROKER": args["broker"]},
+                    )
+                )
+            while "ready." not in log.read_text():
+                if procs[-1].poll() is not None:
+                    raise RuntimeError(f"fleet worker exited:\n{log.read_text()[-3000:]}")
+                time.sleep(0.2)
+        try:
+            settings = Settings(home, executor="celery", broker=args["broker"])
+            busy, total = _busy_jiffies()
+            start = time.perf_counter()
+            result = run_pipeline(
+                home, args["days"], instance=instance, progress=lambda _: None, settings=settings
+            )
+            seconds = time.perf_counter() - start
+            busy2, total2 = _busy_jiffies()
+        finally:
+            for p in procs:
+                os.killpg(p.pid, signal.SIGTERM)
+                p.wait(timeout=120)
+        merge = instance.get_run_record_by_id(result.run_ids[-1])
+        merge_s = merge.end_time - merge.start_time
+        cores = (os.cpu_count() or 1) * (busy2 - busy) / max(total2 - total, 1)
+        return {
+            "seconds": seconds,
+            "cores": cores,
+            "merge_s": merge_s,
+            "per_worker_samples_s": args["samples"] / (seconds - merge_s) / args["workers"],
+        }
+
+
+def side_merge(args: dict) -> dict:
+    """`fleet run` of the landing days in-process; the seconds of its merge run alone."""
+    from pipelines.lib.paths import DataHome
+    from pipelines.orchestrate import ensure_instance, run_pipeline
+
+    with tempfile.TemporaryDirectory(dir=args["tmp"]) as tmp:
+        home = DataHome.resolve(fresh_home(Path(tmp), [Path(t) for t in args["trees"]]))
+        os.environ["DAGSTER_HOME"] = str(home.dagster_home)
+        instance = ensure_instance(home)
+        result = run_pipeline(home, args["days"], instance=instance, progress=lambda _: None, workers=2)
+        merge = instance.get_run_record_by_id(result.run_ids[-1])
+        return {"seconds": merge.end_time - merge.start_time}
+
+
+SIDES.update({f.__name__: f for f in (side_night_workers, side_merge)})
+
+
+def workers_cases(data: Path, tmp: Path, n: int, r: int) -> list[dict]:
+    """Four days on Celery workers (Redis, PostgreSQL on 127.0.0.1): two workers vs one; and the merge's
+    cost against the number of day partitions it merges."""
+    from tests.servers import postgres_env, postgresql, redis
+
+    days = [(dt.date.fromisoformat(DAY) + dt.timedelta(days=i)).isoformat() for i in range(8)]
+    per_day = max(n // 4, 1000)
+    trees = [str(landing_day(data, "parquet", per_day, day=d)) for d in days]
+    rows = []
+    with postgresql() as port, redis(tmp / "redis", "bench-broker") as broker:
+        os.environ.update(postgres_env(port))
+        args = {
+            "trees": trees[:4],
+            "days": days[:4],
+            "tmp": str(tmp),
+            "broker": broker,
+            "samples": 4 * per_day,
+        }
+        row = paired(
+            "workers",
+            r,
+            ("side_night_workers", {**args, "workers": 2}),
+            ("side_night_workers", {**args, "workers": 1}),
+            note=f"4 days x {per_day:,} samples on Celery workers: 2 workers vs 1",
+        )
+        row["note"] += (
+            f"; cores busy: 2 workers {row['product_cores']:.2f}, 1 worker {row['anchor_cores']:.2f}"
+            f"; merge {row['product_merge_s']:.1f} s; samples/s per worker: 2 workers "
+            f"{row['product_rate']:,.0f}, 1 worker {row['anchor_rate']:,.0f}"
+        )
+        rows.append(row)
+    for k in (1, 2, 4, 8):
+        rows.append(
+            paired(
+                f"merge-{k}-days",
+                r,
+                ("side_merge", {"trees": trees[:k], "days": days[:k], "tmp": str(tmp)}),
+                None,
+                note=f"the merge run over {k} day partition(s) of {per_day:,} samples",
+            )
+        )
+    return rows
+
+
 def _add_memory(rows: list[dict], data: Path, tmp: Path, n: int) -> None:
     """The memory cases, and the memory limit applied to every ingest case already measured."""
     rows.extend(memory_cases(data, tmp, n))
@@ -726,7 +862,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3, help="interleaved repeats per case (medians)")
     ap.add_argument(
         "--cases",
-        default="synth,ingest,analytics,night,waste,s3,backfill,fixed,memory,prometheus",
+        default="synth,ingest,analytics,night,waste,s3,backfill,fixed,workers,memory,prometheus",
         help="comma-separated, any of the default's cases",
     )
     ap.add_argument("--home", default=None, help="data home (default: $FLEET_HOME or ./data)")
@@ -763,6 +899,7 @@ def main() -> int:
         "s3": lambda: [object_storage_case(data, tmp, n, r)],
         "backfill": lambda: [backfill_case(data, tmp, n, r)],
         "fixed": lambda: [fixed_case(data, tmp, n, r)],
+        "workers": lambda: workers_cases(data, tmp, n, r),
         "prometheus": lambda: [prometheus_case(data, tmp, n, r)],
     }
     for name, run in runners.items():

@@ -352,7 +352,15 @@ def _run_on_workers(
         ]
         done(o.day, o.run_id, o.seconds, checks)
 
-    workers.await_days(instance, launched, settings.broker, settings.worker_wait_s, finished, progress)
+    workers.await_days(
+        instance,
+        launched,
+        settings.broker,
+        settings.worker_wait_s,
+        settings.worker_silence_s,
+        finished,
+        progress,
+    )
     if failed:
         lines = "; ".join(
             f"{o.day} (run {o.run_id[:8]}, worker {o.worker or 'none'}): {o.error}"

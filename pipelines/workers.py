@@ -171,27 +171,31 @@ def await_days(
     launched: list[Launched],
     broker: str,
     worker_wait_s: float,
+    silence_s: float,
     on_done: Callable[[DayOutcome], None],
     progress: Callable[[str], None],
 ) -> list[DayOutcome]:
-    """Wait until every launched run is over, calling ``on_done`` as each ends. Runs whose worker died are
-    marked failed on the way. ``NoWorker`` when, with none of them running, no worker took one for
-    ``worker_wait_s`` (the runs still queued are canceled)."""
+    """Wait until every launched run is over, calling ``on_done`` as each ends. Runs whose worker died
+    (its process is gone, on this machine) or went silent (it did not answer the broker's ping for
+    ``silence_s``, on any machine) are marked failed on the way. ``NoWorker`` when, with none of them
+    running, no worker took one for ``worker_wait_s`` (the runs still queued are canceled)."""
     pending = {x.run_id: x for x in launched}
     outcomes: list[DayOutcome] = []
     taken: set[str] = set()
     told = False
     last_move = time.monotonic()  # the last time a worker took a run or a run ended
+    silence = _Silence(celery_app(broker), silence_s)
     while pending:
         fail_dead_runs(instance)
-        running = False
+        running: dict[str, dg.DagsterRun] = {}
         for run in instance.get_runs(filters=dg.RunsFilter(run_ids=list(pending))):
             worker = run.tags.get(WORKER_TAG, "")
             if worker and run.run_id not in taken:
                 taken.add(run.run_id)
                 last_move = time.monotonic()
             if run.status not in FINISHED:
-                running = running or bool(worker)
+                if worker:
+                    running[run.run_id] = run
                 continue
             x = pending.pop(run.run_id)
             last_move = time.monotonic()
@@ -202,6 +206,7 @@ def await_days(
             on_done(outcome)
         if not pending:
             break
+        silence.check(instance, list(running.values()))
         idle = 0.0 if running else time.monotonic() - last_move
         if not told and idle > 5:
             progress(f"  waiting for a worker on {shown(broker)} (start one with `fleet worker`) ...")
@@ -216,6 +221,42 @@ def await_days(
             )
         time.sleep(POLL_S)
     return outcomes
+
+
+class _Silence:
+    """Pings the Celery workers that hold runs; a run whose worker has not answered for ``silence_s`` is
+    marked failed (its worker was killed, is frozen, or its machine is gone: nothing else would tell)."""
+
+    PING_EVERY_S = 5.0
+
+    def __init__(self, app, silence_s: float):
+        self.app, self.silence_s = app, silence_s
+        self.heard: dict[str, float] = {}  # worker name -> when it last answered (or was first seen)
+        self.pinged = 0.0
+
+    def check(self, instance: dg.DagsterInstance, running: list[dg.DagsterRun]) -> None:
+        names = {r.tags[CELERY_WORKER_TAG] for r in running if r.tags.get(CELERY_WORKER_TAG)}
+        now = time.monotonic()
+        if not names or now - self.pinged < self.PING_EVERY_S:
+            return
+        self.pinged = now
+        replies = self.app.control.ping(destination=sorted(names), timeout=3.0)
+        answered = {name for reply in replies for name in reply}
+        now = time.monotonic()
+        for name in names:
+            if name in answered:
+                self.heard[name] = now
+            self.heard.setdefault(name, now)
+        for run in running:
+            name = run.tags.get(CELERY_WORKER_TAG, "")
+            quiet = now - self.heard.get(name, now)
+            if name and quiet > self.silence_s:
+                instance.report_run_failed(
+                    run,
+                    message=f"its worker {name} has not answered the broker for {quiet:.0f} s (killed, "
+                    "frozen, or its machine is gone); marked failed so the night moves on. Re-run the day "
+                    "to redo it.",
+                )
 
 
 def _seconds(instance: dg.DagsterInstance, run_id: str) -> float:

@@ -5,6 +5,7 @@ import dagster as dg
 
 from pipelines.lib import alerts
 from pipelines.lib.paths import DataHome
+from pipelines.lib.settings import Settings
 from pipelines.runs import WORKER_TAG, this_worker
 from synthetic_fleet.catalog import HardwareCatalog, ModelSpec, load_hardware, load_models
 
@@ -22,6 +23,10 @@ class FleetHome(dg.ConfigurableResource):
         run = context.run
         if run is not None and context.instance is not None and WORKER_TAG not in run.tags:
             context.instance.add_run_tags(run.run_id, {WORKER_TAG: this_worker()})
+
+    def settings(self) -> Settings:
+        """The deployment's settings: this resource's home and lake, the rest from the environment."""
+        return Settings.resolve(self.home or None, self.lake or None)
 
     def data_home(self) -> DataHome:
         return DataHome.resolve(self.home or None, self.lake or None)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pipelines.lib.paths import DataHome
 from pipelines.lib.preflight import UsageError
+from pipelines.lib.settings import DUCKDB_MEMORY
 
 
 @dataclass
@@ -71,7 +72,10 @@ def not_read_warning(home: DataHome) -> str | None:
 
 
 def ingest_days(
-    home: DataHome, days: Iterable[str], progress: Callable[[str], None] = lambda _: None
+    home: DataHome,
+    days: Iterable[str],
+    progress: Callable[[str], None] = lambda _: None,
+    duckdb_memory: str = DUCKDB_MEMORY,
 ) -> IngestSummary:
     """Ingest each landing day against the home's hardware catalog, then republish the analyst catalog;
     ``progress`` hears of each day as it is done."""
@@ -87,7 +91,7 @@ def ingest_days(
     ledgers, quarantines = [], []
     for i, day in enumerate(summary.days, 1):
         start = time.perf_counter()
-        outcome = ingest_partition(home, day, platforms)
+        outcome = ingest_partition(home, day, platforms, duckdb_memory)
         led = outcome.result.ingest_ledger
         progress(
             f"  [{i}/{len(summary.days)}] {day}: {led.height} files, {int(led['rows_in'].sum()):,} rows in "

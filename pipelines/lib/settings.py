@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pipelines.lib.paths import DataHome
+from pipelines.lib.paths import DEFAULT_HOME, DataHome
 
 Executor = Literal["in_process", "celery"]
 EXECUTORS: tuple[Executor, ...] = ("in_process", "celery")
@@ -46,14 +46,17 @@ class Settings:
     in processes of this machine (``in_process``) or on Celery workers (``celery``, $FLEET_EXECUTOR) reached
     over ``broker`` (redis://HOST:PORT/DB, $FLEET_BROKER). ``pool_wait_s``: the longest wait for the analyst
     catalog's writer slot ($FLEET_POOL_WAIT_S); ``worker_wait_s``: the longest wait for a worker to take a
-    day ($FLEET_WORKER_WAIT_S). ``duckdb_memory``: the memory limit of the ingest's DuckDB side steps (they
-    spill past it; $FLEET_DUCKDB_MEMORY)."""
+    day ($FLEET_WORKER_WAIT_S); ``worker_silence_s``: how long a worker holding a day may leave the
+    broker's pings unanswered before its day is marked failed ($FLEET_WORKER_SILENCE_S).
+    ``duckdb_memory``: the memory limit of the ingest's DuckDB side steps (they spill past it;
+    $FLEET_DUCKDB_MEMORY)."""
 
     home: DataHome
     executor: Executor = "in_process"
     broker: str = ""
     pool_wait_s: float = 600.0
     worker_wait_s: float = 600.0
+    worker_silence_s: float = 60.0
     duckdb_memory: str = DUCKDB_MEMORY
 
     def __post_init__(self) -> None:
@@ -61,7 +64,7 @@ class Settings:
             raise ValueError(f"executor {self.executor!r}: expected one of {', '.join(EXECUTORS)}")
         if self.executor == "celery":
             check_broker(self.broker)
-        for name in ("pool_wait_s", "worker_wait_s"):
+        for name in ("pool_wait_s", "worker_wait_s", "worker_silence_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} {getattr(self, name)!r}: expected seconds > 0")
         if not _MEMORY.match(self.duckdb_memory):
@@ -82,20 +85,21 @@ class Settings:
         def pick(flag, var: str, default):
             return flag if flag not in (None, "") else (env.get(var, "").strip() or default)
 
-        def seconds(var: str) -> float:
+        def seconds(var: str, default: float) -> float:
             text = env.get(var, "").strip()
             if not text:
-                return 600.0
+                return default
             try:
                 return float(text)
             except ValueError:
                 raise ValueError(f"${var}={text!r}: expected seconds (e.g. 600)") from None
 
         return cls(
-            home=DataHome.resolve(home, pick(lake, "FLEET_LAKE", None)),
+            home=DataHome.resolve(pick(home, "FLEET_HOME", DEFAULT_HOME), pick(lake, "FLEET_LAKE", None)),
             executor=pick(executor, "FLEET_EXECUTOR", "in_process"),
             broker=pick(broker, "FLEET_BROKER", ""),
-            pool_wait_s=seconds("FLEET_POOL_WAIT_S"),
-            worker_wait_s=seconds("FLEET_WORKER_WAIT_S"),
+            pool_wait_s=seconds("FLEET_POOL_WAIT_S", 600.0),
+            worker_wait_s=seconds("FLEET_WORKER_WAIT_S", 600.0),
+            worker_silence_s=seconds("FLEET_WORKER_SILENCE_S", 60.0),
             duckdb_memory=pick(None, "FLEET_DUCKDB_MEMORY", DUCKDB_MEMORY),
         )

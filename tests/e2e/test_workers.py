@@ -215,3 +215,34 @@ def test_no_worker_is_a_clear_error_after_the_wait(pg, broker, landing, tmp_path
         env={**env, "FLEET_BROKER": "amqp://x"},
     )
     assert bad.returncode == 2 and "expected redis://HOST:PORT/DB" in bad.stderr
+
+
+def test_a_frozen_worker_is_found_by_its_silence(pg, broker, landing, tmp_path):
+    """A worker that stops answering (here SIGSTOP: alive to the process table, as a worker on a lost
+    machine would be to this one) has its day marked failed after the silence allowed."""
+    home = _home(landing, tmp_path)
+    env = _env(home, pg, broker, FLEET_WORKER_SILENCE_S="6", FLEET_WORKER_WAIT_S="5")
+    worker = _start_worker("frozen@%h", env, tmp_path / "frozen.log")
+    cmd = [str(BIN / "fleet"), "run", "--home", str(home.root), "--executor", "celery", "--from", DAYS[0]]
+    p = subprocess.Popen(
+        cmd,
+        env={**os.environ, **env},
+        cwd=PROJECT_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not any(status == "STARTED" for _, status, _ in _day_runs(pg, home).values()):
+            assert time.monotonic() < deadline and p.poll() is None, p.communicate()
+            time.sleep(0.05)
+        os.killpg(worker.pid, signal.SIGSTOP)
+        out, err = p.communicate(timeout=120)
+    finally:
+        _stop(worker, signal.SIGKILL)
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 1, out + err
+    assert "its worker frozen@" in err and "has not answered the broker for" in err, out + err
+    assert [status for _, status, _ in _day_runs(pg, home).values()] == ["FAILURE"]

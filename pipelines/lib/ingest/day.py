@@ -61,6 +61,7 @@ from pipelines.lib.landing import LandingFile, day_files
 from pipelines.lib.paths import DataHome
 from pipelines.lib.prometheus.derive import derive_day, landing_runs
 from pipelines.lib.prometheus.mapping import load_mapping
+from pipelines.lib.settings import DUCKDB_MEMORY
 from pipelines.lib.volume import day_volume, run_samples, trailing_samples
 from synthetic_fleet.catalog import load_hardware
 
@@ -263,8 +264,17 @@ def _stamp(path: Path) -> tuple[int, int, int] | None:
 class Day:
     """The state of one day's ingest while its files stream through."""
 
-    def __init__(self, home: DataHome, day: str, platforms: Iterable[str], staging: Path, now: dt.datetime):
+    def __init__(
+        self,
+        home: DataHome,
+        day: str,
+        platforms: Iterable[str],
+        staging: Path,
+        now: dt.datetime,
+        duckdb_memory: str = DUCKDB_MEMORY,
+    ):
         self.home, self.day, self.staging, self.now = home, day, staging, now
+        self.duckdb_memory = duckdb_memory
         self.day_date = dt.date.fromisoformat(day)
         self.allowed = {"hardware_catalog": frozenset(platforms)}
         self.prior = dedupe.read_prior(home, day)
@@ -527,7 +537,7 @@ class Day:
             if path is None:
                 return None
         order = {f.lf.relpath: f.order for f in self.files if f.derived_from is None}
-        repeats = dedupe.metric_repeats(path, order, self.staging / "spill")
+        repeats = dedupe.metric_repeats(path, order, self.staging / "spill", self.duckdb_memory)
         if not repeats.height:
             return path
         by_file = {f.lf.relpath: f for f in self.files if f.table == METRICS}
@@ -578,7 +588,7 @@ class Day:
             return
         hw = load_hardware(self.home.user_catalog_dir / "hardware.yaml")
         mapping = load_mapping(self.home, frozenset(hw.platforms))
-        derived = derive_day(path, self.day, mapping, hw, self.staging)
+        derived = derive_day(path, self.day, mapping, hw, self.staging, self.duckdb_memory)
         self.notes = derived.notes
         self._derived_runs(landing_runs(derived))
         self.settle_runs()
@@ -933,13 +943,15 @@ def ingest_day(
     *,
     now: dt.datetime | None = None,
     staging: Path | None = None,
+    duckdb_memory: str = DUCKDB_MEMORY,
 ) -> DayIngest:
-    """Read and validate every landing file of ``day`` into a staging folder beside the lake.
+    """Read and validate every landing file of ``day`` into a staging folder beside the lake (DuckDB's side
+    steps within ``duckdb_memory``, spilling past it).
 
     Nothing in the lake changes here; ``ingest_partition`` promotes the result.
     """
     staging = staging or new_staging(home, day)
-    state = Day(home, day, platforms, staging, now or dt.datetime.now(dt.UTC))
+    state = Day(home, day, platforms, staging, now or dt.datetime.now(dt.UTC), duckdb_memory)
     files = day_files(home, day)
     tables = [table_of(lf, staging) for lf in files]
     # runs first, then Prometheus samples (runs are derived from them), then utilisation samples

@@ -19,6 +19,7 @@ from pipelines.lib.contracts import contract
 from pipelines.lib.ingest.cross_row import SAMPLE_KEY, sample_key_hash
 from pipelines.lib.ingest.entries import typed_json
 from pipelines.lib.paths import DataHome
+from pipelines.lib.settings import DUCKDB_MEMORY
 from pipelines.lib.sqlfiles import sql_text
 
 # One 64-bit hash of each staged sample's key and its row number in its file, in the staged file's order.
@@ -94,10 +95,12 @@ def key_clashes(hashes_path: Path, dead_groups: set[int], pass_rows: int = CLASH
     return pl.concat(found).select("pos", "h", "row").sort("pos")
 
 
-def metric_repeats(metrics_path: Path, file_order: dict[str, int], spill: Path) -> pl.DataFrame:
+def metric_repeats(
+    metrics_path: Path, file_order: dict[str, int], spill: Path, memory_limit: str = DUCKDB_MEMORY
+) -> pl.DataFrame:
     """Prometheus samples repeated within the day (same series, same ts), every copy after the first
-    delivery, with ``kept_in`` (out of core, in DuckDB)."""
-    con = duckdb.connect(config={"memory_limit": "512MB", "temp_directory": str(spill)})
+    delivery, with ``kept_in`` (out of core, in DuckDB within ``memory_limit``)."""
+    con = duckdb.connect(config={"memory_limit": memory_limit, "temp_directory": str(spill)})
     try:
         con.execute("SET enable_progress_bar = false")
         con.register(

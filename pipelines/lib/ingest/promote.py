@@ -17,6 +17,7 @@ from pipelines.lib.ingest.day import METRICS, DayIngest, ingest_day, reconciliat
 from pipelines.lib.ingest.dedupe import read_prior
 from pipelines.lib.landing import day_files
 from pipelines.lib.paths import DataHome
+from pipelines.lib.settings import DUCKDB_MEMORY
 
 
 @dataclass
@@ -102,7 +103,9 @@ def _raced(home: DataHome, day: str, result: DayIngest) -> bool:
     return bool(new_files & mine_files or new_runs & set(result.runs["run_id"].to_list()))
 
 
-def ingest_partition(home: DataHome, day: str, platforms: Iterable[str]) -> PartitionOutcome:
+def ingest_partition(
+    home: DataHome, day: str, platforms: Iterable[str], duckdb_memory: str = DUCKDB_MEMORY
+) -> PartitionOutcome:
     """Ingest a day and write it. Ledger, quarantine and extra fields are always written (they explain);
     runs and samples are promoted only if every blocking check passes, else the last good partition stays.
 
@@ -116,11 +119,11 @@ def ingest_partition(home: DataHome, day: str, platforms: Iterable[str]) -> Part
         # left by a killed writer of this day (we hold its lock, so nobody is still writing them)
         for stale in home.staging.glob(f"day={day}.*"):
             shutil.rmtree(stale, ignore_errors=True)
-        result = ingest_day(home, day, platforms)
+        result = ingest_day(home, day, platforms, duckdb_memory=duckdb_memory)
         with lake_.lock("promote"):
             if _raced(home, day, result):
                 result.discard()
-                result = ingest_day(home, day, platforms)
+                result = ingest_day(home, day, platforms, duckdb_memory=duckdb_memory)
             return _promote(home, day, result)
 
 

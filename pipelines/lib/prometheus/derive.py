@@ -23,6 +23,7 @@ import polars as pl
 
 from pipelines.lib.contracts import contract
 from pipelines.lib.prometheus.mapping import PromMapping, ksm_label
+from pipelines.lib.settings import DUCKDB_MEMORY
 from pipelines.lib.sqlfiles import sql_text
 from synthetic_fleet.catalog import HardwareCatalog
 
@@ -116,12 +117,18 @@ def _values(mapping: PromMapping, day: str) -> dict:
 
 
 def derive_day(
-    metrics_path: Path, day: str, mapping: PromMapping, hw: HardwareCatalog, scratch: Path
+    metrics_path: Path,
+    day: str,
+    mapping: PromMapping,
+    hw: HardwareCatalog,
+    scratch: Path,
+    memory_limit: str = DUCKDB_MEMORY,
 ) -> Derived:
-    """Runs and utilisation samples of the jobs that started on ``day``, from its metric samples."""
+    """Runs and utilisation samples of the jobs that started on ``day``, from its metric samples (DuckDB
+    within ``memory_limit``, spilling to ``scratch`` past it)."""
     values = _values(mapping, day)
     samples_path = scratch / "derived_samples.parquet"
-    con = duckdb.connect(config={"memory_limit": "512MB", "temp_directory": str(scratch / "spill")})
+    con = duckdb.connect(config={"memory_limit": memory_limit, "temp_directory": str(scratch / "spill")})
     try:
         con.execute("SET enable_progress_bar = false")
         con.read_parquet(str(metrics_path)).create_view("m")
