@@ -271,11 +271,11 @@ def _ingest_and_summarise(home: DataHome, days: list[str]) -> int:
     from pipelines.lib.delivery import ingest_days
 
     try:
-        memory = Settings.resolve(home.root, home.lake_uri).duckdb_memory
+        limits = Settings.resolve(home.root, home.lake_uri).ingest
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     try:
-        s = ingest_days(home, days, progress=lambda m: print(m, flush=True), duckdb_memory=memory)
+        s = ingest_days(home, days, progress=lambda m: print(m, flush=True), limits=limits)
     except OSError as exc:
         return _cannot_ingest(exc, home)
     return _print_summary(s, days, home)

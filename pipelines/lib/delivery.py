@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pipelines.lib.paths import DataHome
 from pipelines.lib.preflight import UsageError
-from pipelines.lib.settings import DUCKDB_MEMORY
+from pipelines.lib.settings import DEFAULT_LIMITS, IngestLimits
 
 
 @dataclass
@@ -75,7 +75,7 @@ def ingest_days(
     home: DataHome,
     days: Iterable[str],
     progress: Callable[[str], None] = lambda _: None,
-    duckdb_memory: str = DUCKDB_MEMORY,
+    limits: IngestLimits = DEFAULT_LIMITS,
 ) -> IngestSummary:
     """Ingest each landing day against the home's hardware catalog, then republish the analyst catalog;
     ``progress`` hears of each day as it is done."""
@@ -91,7 +91,7 @@ def ingest_days(
     ledgers, quarantines = [], []
     for i, day in enumerate(summary.days, 1):
         start = time.perf_counter()
-        outcome = ingest_partition(home, day, platforms, duckdb_memory)
+        outcome = ingest_partition(home, day, platforms, limits)
         led = outcome.result.ingest_ledger
         progress(
             f"  [{i}/{len(summary.days)}] {day}: {led.height} files, {int(led['rows_in'].sum()):,} rows in "

@@ -7,7 +7,7 @@ from pipelines.lib.settings import Settings, shown
 
 def test_defaults_environment_and_flags_in_that_order(tmp_path):
     s = Settings.resolve(tmp_path, environ={})
-    assert (s.executor, s.broker, s.pool_wait_s, s.worker_wait_s, s.duckdb_memory) == (
+    assert (s.executor, s.broker, s.pool_wait_s, s.worker_wait_s, s.ingest.duckdb_memory) == (
         "in_process",
         "",
         600.0,
@@ -27,7 +27,14 @@ def test_defaults_environment_and_flags_in_that_order(tmp_path):
     }
     s = Settings.resolve(environ=env)
     assert s.home.root == tmp_path / "h" and s.home.lake_uri == "s3://bucket/lake"
-    assert (s.executor, s.broker, s.pool_wait_s, s.worker_wait_s, s.worker_silence_s, s.duckdb_memory) == (
+    assert (
+        s.executor,
+        s.broker,
+        s.pool_wait_s,
+        s.worker_wait_s,
+        s.worker_silence_s,
+        s.ingest.duckdb_memory,
+    ) == (
         "celery",
         "redis://127.0.0.1:6379/0",
         3.0,
@@ -51,6 +58,8 @@ def test_defaults_environment_and_flags_in_that_order(tmp_path):
         ({"FLEET_POOL_WAIT_S": "soon"}, "$FLEET_POOL_WAIT_S='soon': expected seconds"),
         ({"FLEET_WORKER_WAIT_S": "0"}, "worker_wait_s 0.0: expected seconds > 0"),
         ({"FLEET_DUCKDB_MEMORY": "lots"}, "duckdb_memory 'lots': expected a size such as 512MB"),
+        ({"FLEET_BATCH_ROWS": "10"}, "batch_rows 10: expected a whole number >= 1,000"),
+        ({"FLEET_MAX_RECORD_BYTES": "1MB"}, "$FLEET_MAX_RECORD_BYTES='1MB': expected a whole number"),
         ({"FLEET_LAKE": "gs://b/p"}, "a lake is a local folder or s3://bucket/prefix"),
     ],
 )

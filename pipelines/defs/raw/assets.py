@@ -93,7 +93,7 @@ def raw_ingest(context: dg.AssetExecutionContext, fleet: FleetHome):
     day = context.partition_key
     settings = fleet.settings()
     home = settings.home
-    outcome = ingest_partition(home, day, fleet.hardware().platforms.keys(), settings.duckdb_memory)
+    outcome = ingest_partition(home, day, fleet.hardware().platforms.keys(), settings.ingest)
     result = outcome.result
     if not outcome.promoted:
         failed = ", ".join(f"{c.table}/{c.name}" for c in outcome.checks if not c.passed)

@@ -17,7 +17,6 @@ from pipelines.lib.ingest.day import (
     table_for,
     table_of,
 )
-from pipelines.lib.ingest.entries import MAX_REJECTS_PER_FILE
 from pipelines.lib.ingest.promote import (
     CheckOutcome,
     PartitionOutcome,
@@ -28,7 +27,6 @@ from pipelines.lib.ingest.promote import (
 __all__ = [
     "LANDING_TABLES",
     "METRICS",
-    "MAX_REJECTS_PER_FILE",
     "SAMPLE_KEY",
     "CheckOutcome",
     "DayIngest",

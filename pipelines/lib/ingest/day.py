@@ -1,12 +1,12 @@
 """One landing day, streaming: every file read in batches, every row validated against its contract,
 accepted rows written to a staging folder as they come, the rest quarantined with a reason.
 
-Memory is set by a batch (``BATCH_ROWS``), not by the day: runs (one row per training run) are held in
-memory, samples and extra fields go batch by batch into staged Parquet files, with one 64-bit hash of each
-sample's key in a third. The day is rebuilt whole from its landing files, so re-running is idempotent and
-a corrected file replaces its earlier rows. Every file gets a ledger row whose counts reconcile:
-rows_in = rows_accepted + rows_quarantined. A whole-file problem is one quarantine entry (row_number 0)
-that accounts for all of the file's rows.
+Memory is set by a batch (the ingest limits' ``batch_rows``), not by the day: runs (one row per
+training run) are held in memory, samples and extra fields go batch by batch into staged Parquet files,
+with one 64-bit hash of each sample's key in a third. The day is rebuilt whole from its landing files, so
+re-running is idempotent and a corrected file replaces its earlier rows. Every file gets a ledger row
+whose counts reconcile: rows_in = rows_accepted + rows_quarantined. A whole-file problem is one quarantine
+entry (row_number 0) that accounts for all of the file's rows.
 
 A file that changes while it is read is read again (a producer still writing it), up to MAX_READS times.
 """
@@ -61,7 +61,7 @@ from pipelines.lib.landing import LandingFile, day_files
 from pipelines.lib.paths import DataHome
 from pipelines.lib.prometheus.derive import derive_day, landing_runs
 from pipelines.lib.prometheus.mapping import load_mapping
-from pipelines.lib.settings import DUCKDB_MEMORY
+from pipelines.lib.settings import DEFAULT_LIMITS, IngestLimits
 from pipelines.lib.volume import day_volume, run_samples, trailing_samples
 from synthetic_fleet.catalog import load_hardware
 
@@ -271,10 +271,10 @@ class Day:
         platforms: Iterable[str],
         staging: Path,
         now: dt.datetime,
-        duckdb_memory: str = DUCKDB_MEMORY,
+        limits: IngestLimits = DEFAULT_LIMITS,
     ):
         self.home, self.day, self.staging, self.now = home, day, staging, now
-        self.duckdb_memory = duckdb_memory
+        self.limits = limits
         self.day_date = dt.date.fromisoformat(day)
         self.allowed = {"hardware_catalog": frozenset(platforms)}
         self.prior = dedupe.read_prior(home, day)
@@ -309,9 +309,14 @@ class Day:
     # -- files
 
     def new_file(self, lf: LandingFile, order: int, table: str | None) -> FileState:
-        f = FileState(lf=lf, order=order, entry=self._entry(lf, table), table=table)
+        f = FileState(
+            lf=lf, order=order, entry=self._entry(lf, table), table=table, rejects=self._reject_log()
+        )
         self.files.append(f)
         return f
+
+    def _reject_log(self) -> RejectLog:
+        return RejectLog(self.limits.max_rejects_per_file, self.limits.raw_record_max_bytes)
 
     def _entry(self, lf: LandingFile, table: str | None) -> FileEntry:
         return FileEntry(
@@ -334,7 +339,7 @@ class Day:
     def drop_rows(self, f: FileState) -> None:
         """Forget everything read from ``f`` (its staged row groups are dropped at the end)."""
         f.accepted = 0
-        f.rejects = RejectLog()
+        f.rejects = self._reject_log()
         f.run_extras = []
         (self.dead_metrics if f.table == METRICS else self.dead_samples).update(f.row_groups)
         self.dead_extras.update(f.extra_groups)
@@ -453,7 +458,7 @@ class Day:
                 f"{lf.relpath}: unknown format; name it .jsonl, .csv or .parquet (optionally .gz), "
                 "or .om / .prom for Prometheus text",
             )
-        f.fmt, f.src = fmt, Source(lf.path, lf.relpath, gz, self.staging)
+        f.fmt, f.src = fmt, Source(lf.path, lf.relpath, gz, self.staging, self.limits)
         f.entry.format = fmt.name
         try:
             self._consume(f, c)
@@ -537,7 +542,7 @@ class Day:
             if path is None:
                 return None
         order = {f.lf.relpath: f.order for f in self.files if f.derived_from is None}
-        repeats = dedupe.metric_repeats(path, order, self.staging / "spill", self.duckdb_memory)
+        repeats = dedupe.metric_repeats(path, order, self.staging / "spill", self.limits.duckdb_memory)
         if not repeats.height:
             return path
         by_file = {f.lf.relpath: f for f in self.files if f.table == METRICS}
@@ -588,7 +593,7 @@ class Day:
             return
         hw = load_hardware(self.home.user_catalog_dir / "hardware.yaml")
         mapping = load_mapping(self.home, frozenset(hw.platforms))
-        derived = derive_day(path, self.day, mapping, hw, self.staging, self.duckdb_memory)
+        derived = derive_day(path, self.day, mapping, hw, self.staging, self.limits.duckdb_memory)
         self.notes = derived.notes
         self._derived_runs(landing_runs(derived))
         self.settle_runs()
@@ -606,6 +611,7 @@ class Day:
                 entry=self._entry(origin.lf, table),
                 table=table,
                 derived_from=origin,
+                rejects=self._reject_log(),
             )
             self.files.append(pseudo)
             self.derived[key] = pseudo
@@ -725,7 +731,11 @@ class Day:
                     pl.col(ROW).replace_strict(texts, return_dtype=pl.String).alias("__text")
                 )
                 judged = self._judged(f, c, part, texts, judge)
-                done.append(cap_raw(judged.drop("raw_record_cut")).select(kept.columns))
+                done.append(
+                    cap_raw(judged.drop("raw_record_cut"), self.limits.raw_record_max_bytes).select(
+                        kept.columns
+                    )
+                )
         f.rejects.replace(pl.concat([kept.filter(~pending), *done]))
 
     def _judged(
@@ -943,15 +953,15 @@ def ingest_day(
     *,
     now: dt.datetime | None = None,
     staging: Path | None = None,
-    duckdb_memory: str = DUCKDB_MEMORY,
+    limits: IngestLimits = DEFAULT_LIMITS,
 ) -> DayIngest:
-    """Read and validate every landing file of ``day`` into a staging folder beside the lake (DuckDB's side
-    steps within ``duckdb_memory``, spilling past it).
+    """Read and validate every landing file of ``day`` into a staging folder beside the lake, within
+    ``limits``.
 
     Nothing in the lake changes here; ``ingest_partition`` promotes the result.
     """
     staging = staging or new_staging(home, day)
-    state = Day(home, day, platforms, staging, now or dt.datetime.now(dt.UTC), duckdb_memory)
+    state = Day(home, day, platforms, staging, now or dt.datetime.now(dt.UTC), limits)
     files = day_files(home, day)
     tables = [table_of(lf, staging) for lf in files]
     # runs first, then Prometheus samples (runs are derived from them), then utilisation samples

@@ -1,9 +1,9 @@
 """The ledger row and the quarantine entries of one landing file, typed.
 
-A file's row rejects are kept one by one up to MAX_REJECTS_PER_FILE (the first by row number); the rest
-are counted by reason and summed up in one ``rejects_capped`` entry, so a hostile file can hold neither
-memory nor the quarantine. A rejected row's original content is kept up to RAW_RECORD_MAX_BYTES and
-marked when cut.
+A file's row rejects are kept one by one up to the ingest limits' ``max_rejects_per_file`` (the first by
+row number); the rest are counted by reason and summed up in one ``rejects_capped`` entry, so a hostile
+file can hold neither memory nor the quarantine. A rejected row's original content is kept up to
+``raw_record_max_bytes`` and marked when cut.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import polars as pl
 import pyarrow as pa
 
 from pipelines.lib.contracts import contract
-from pipelines.lib.ingest.readers.base import LISTED_REJECT_SCHEMA, MAX_REJECTS_PER_FILE, ROW
+from pipelines.lib.ingest.readers.base import LISTED_REJECT_SCHEMA, ROW
+from pipelines.lib.settings import DEFAULT_LIMITS
 
-RAW_RECORD_MAX_BYTES = 64 << 10
 CROSS_ROW_REASONS = frozenset({"unknown_run", "ts_outside_run", "duplicate_key"})
 FILL = "__fleet_fill"  # the raw record is to be the row's original line (read back at the file's end)
 JUDGE = "__fleet_judge"  # the verdict came from a fast tier: judged again from the original line
@@ -40,15 +40,15 @@ def _compact(frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def cap_raw(frame: pl.DataFrame) -> pl.DataFrame:
-    """``raw_record`` cut to RAW_RECORD_MAX_BYTES (at a character boundary) and ``raw_record_cut`` set;
-    text copied out of the batch it came from (``_compact``)."""
-    over = (frame["raw_record"].str.len_bytes() > RAW_RECORD_MAX_BYTES).fill_null(False)
+def cap_raw(frame: pl.DataFrame, max_bytes: int) -> pl.DataFrame:
+    """``raw_record`` cut to ``max_bytes`` (at a character boundary) and ``raw_record_cut`` set; text
+    copied out of the batch it came from (``_compact``)."""
+    over = (frame["raw_record"].str.len_bytes() > max_bytes).fill_null(False)
     if not over.any():
         return _compact(frame.with_columns(over.alias("raw_record_cut")))
     idx = over.arg_true()
     cut = [
-        s.encode("utf-8")[:RAW_RECORD_MAX_BYTES].decode("utf-8", "ignore")
+        s.encode("utf-8")[:max_bytes].decode("utf-8", "ignore")
         for s in frame["raw_record"].gather(idx).to_list()
     ]
     return _compact(
@@ -71,8 +71,11 @@ def reject_frame(rows: pl.DataFrame, *, fill: bool = False, judge: bool = False)
 
 @dataclass
 class RejectLog:
-    """A file's row rejects: the first MAX_REJECTS_PER_FILE by row number kept whole, the rest counted."""
+    """A file's row rejects: the first ``keep`` by row number kept (raw records cut to ``raw_max`` bytes),
+    the rest counted."""
 
+    keep: int = DEFAULT_LIMITS.max_rejects_per_file
+    raw_max: int = DEFAULT_LIMITS.raw_record_max_bytes
     kept: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=REJECT_SCHEMA))
     total: int = 0
     over: collections.Counter = field(default_factory=collections.Counter)
@@ -83,19 +86,20 @@ class RejectLog:
         if not rows.height:
             return
         self.total += rows.height
-        if self.kept.height >= MAX_REJECTS_PER_FILE:  # the log is full: later rows are only counted
+        keep = self.keep
+        if self.kept.height >= keep:  # the log is full: later rows are only counted
             last = self.kept[ROW][-1]
             self._count(rows.filter(pl.col(ROW) > last))
             rows = rows.filter(pl.col(ROW) <= last)
             if not rows.height:
                 return
-        if rows.height > MAX_REJECTS_PER_FILE:  # only the first rows by number can be kept
+        if rows.height > keep:  # only the first rows by number can be kept
             rows = rows.sort(ROW, maintain_order=True)
-            self._count(rows.slice(MAX_REJECTS_PER_FILE))
-            rows = rows.head(MAX_REJECTS_PER_FILE)
-        both = pl.concat([self.kept, cap_raw(rows)]).sort(ROW, maintain_order=True)
-        self.kept = both.head(MAX_REJECTS_PER_FILE)
-        self._count(both.slice(MAX_REJECTS_PER_FILE))
+            self._count(rows.slice(keep))
+            rows = rows.head(keep)
+        both = pl.concat([self.kept, cap_raw(rows, self.raw_max)]).sort(ROW, maintain_order=True)
+        self.kept = both.head(keep)
+        self._count(both.slice(keep))
 
     def _count(self, rest: pl.DataFrame) -> None:
         if rest.height:
@@ -131,7 +135,7 @@ class RejectLog:
                         "message": [
                             f"{rel}: {rest:,} more rows were rejected from row {self.over_first} on "
                             f"({summary}); "
-                            f"only the first {MAX_REJECTS_PER_FILE:,} are listed one by one"
+                            f"only the first {self.keep:,} are listed one by one"
                         ],
                         "raw_record": [None],
                         "raw_record_cut": [False],

@@ -17,7 +17,7 @@ from pipelines.lib.ingest.day import METRICS, DayIngest, ingest_day, reconciliat
 from pipelines.lib.ingest.dedupe import read_prior
 from pipelines.lib.landing import day_files
 from pipelines.lib.paths import DataHome
-from pipelines.lib.settings import DUCKDB_MEMORY
+from pipelines.lib.settings import DEFAULT_LIMITS, IngestLimits
 
 
 @dataclass
@@ -104,7 +104,7 @@ def _raced(home: DataHome, day: str, result: DayIngest) -> bool:
 
 
 def ingest_partition(
-    home: DataHome, day: str, platforms: Iterable[str], duckdb_memory: str = DUCKDB_MEMORY
+    home: DataHome, day: str, platforms: Iterable[str], limits: IngestLimits = DEFAULT_LIMITS
 ) -> PartitionOutcome:
     """Ingest a day and write it. Ledger, quarantine and extra fields are always written (they explain);
     runs and samples are promoted only if every blocking check passes, else the last good partition stays.
@@ -119,11 +119,11 @@ def ingest_partition(
         # left by a killed writer of this day (we hold its lock, so nobody is still writing them)
         for stale in home.staging.glob(f"day={day}.*"):
             shutil.rmtree(stale, ignore_errors=True)
-        result = ingest_day(home, day, platforms, duckdb_memory=duckdb_memory)
+        result = ingest_day(home, day, platforms, limits=limits)
         with lake_.lock("promote"):
             if _raced(home, day, result):
                 result.discard()
-                result = ingest_day(home, day, platforms, duckdb_memory=duckdb_memory)
+                result = ingest_day(home, day, platforms, limits=limits)
             return _promote(home, day, result)
 
 

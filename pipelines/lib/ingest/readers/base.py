@@ -16,13 +16,11 @@ from pathlib import Path
 
 import polars as pl
 
-BATCH_ROWS = 200_000  # rows per batch: the unit of memory (a few tens of MB) and of a Parquet row group
-BATCH_BYTES = 64 << 20  # ... and at most this much data, whatever the rows' width
-MAX_LINE_BYTES = 1 << 20  # a record (JSONL line, CSV row, Parquet value) above 1 MiB is not telemetry
-MAX_EXPANDED_BYTES = 64 << 30  # a file that expands beyond 64 GiB (gzip, Parquet pages) is refused
-MAX_EXPANSION_RATIO = 200  # ... and so is one that expands more than 200x once past 16 MiB
-RATIO_FLOOR_BYTES = 16 << 20
-MAX_REJECTS_PER_FILE = 1000  # row rejects listed one by one per file; the rest are counted
+from pipelines.lib.settings import IngestLimits
+
+# The limits on one file (batch size, record size, expansion, rejects listed) are the deployment's
+# (``pipelines.lib.settings.IngestLimits``), carried by the file's ``Source``.
+RATIO_FLOOR_BYTES = 16 << 20  # the expansion ratio is judged once a file expanded past this
 INTERNAL = "__fleet_"  # prefix of internal columns; an input column with it is refused
 ROW = "__fleet_row"
 # A rejected row as a reader lists it (the ingest adds its bookkeeping columns, entries.REJECT_SCHEMA).
@@ -77,18 +75,18 @@ class FallBack:
     why: str
 
 
-def limits_exceeded(expanded: int, stored: int) -> bool:
+def limits_exceeded(expanded: int, stored: int, limits: IngestLimits) -> bool:
     """Whether ``expanded`` bytes from ``stored`` bytes breaks the expansion limits of one file."""
-    return expanded > MAX_EXPANDED_BYTES or (
-        expanded > RATIO_FLOOR_BYTES and expanded > MAX_EXPANSION_RATIO * max(stored, 1)
+    return expanded > limits.max_expanded_bytes or (
+        expanded > RATIO_FLOOR_BYTES and expanded > limits.max_expansion_ratio * max(stored, 1)
     )
 
 
-def expansion_problem(rel: str, expanded: int, stored: int, what: str) -> FileProblem:
+def expansion_problem(rel: str, expanded: int, stored: int, what: str, limits: IngestLimits) -> FileProblem:
     return FileProblem(
         "file_decompression_limit",
         f"{rel}: {what} expands beyond the limits for one file ({expanded:,} bytes from {stored:,}: "
-        f"over {MAX_EXPANSION_RATIO}x or {MAX_EXPANDED_BYTES >> 30} GiB); "
+        f"over {limits.max_expansion_ratio}x or {limits.max_expanded_bytes / (1 << 30):g} GiB); "
         "split it or deliver it uncompressed",
     )
 
@@ -96,8 +94,8 @@ def expansion_problem(rel: str, expanded: int, stored: int, what: str) -> FilePr
 class CappedGzip(io.RawIOBase):
     """A gzip stream decompressed on the fly, refusing bombs and reporting truncation as FileProblem."""
 
-    def __init__(self, raw: io.BufferedReader, rel: str, compressed_size: int):
-        self._raw, self._rel, self._size = raw, rel, max(compressed_size, 1)
+    def __init__(self, raw: io.BufferedReader, rel: str, compressed_size: int, limits: IngestLimits):
+        self._raw, self._rel, self._size, self._limits = raw, rel, max(compressed_size, 1), limits
         self._in = 0  # compressed bytes consumed: the ratio is judged as the stream goes
         self._d = zlib.decompressobj(16 + zlib.MAX_WBITS)
         self._pending = b""
@@ -128,9 +126,9 @@ class CappedGzip(io.RawIOBase):
             except zlib.error as exc:
                 raise self._truncated(str(exc)) from exc
             self._out += len(self._pending)
-            if limits_exceeded(self._out, self._in):
+            if limits_exceeded(self._out, self._in, self._limits):
                 raise expansion_problem(
-                    self._rel, self._out, self._in, f"the gzip stream (of {self._size:,} bytes)"
+                    self._rel, self._out, self._in, f"the gzip stream (of {self._size:,} bytes)", self._limits
                 )
             if self._d.eof and self._d.unused_data:  # concatenated members
                 rest = self._d.unused_data
@@ -157,6 +155,7 @@ class Source:
     rel: str  # relative to the landing root, printable: used in every message
     gz: bool
     scratch: Path
+    limits: IngestLimits = field(default_factory=IngestLimits)
     _engine: Path | None = None
 
     @contextlib.contextmanager
@@ -165,7 +164,7 @@ class Source:
         with open(self.path, "rb") as fh:
             if self.gz:
                 size = os.fstat(fh.fileno()).st_size
-                yield io.BufferedReader(CappedGzip(fh, self.rel, size), buffer_size=1 << 20)
+                yield io.BufferedReader(CappedGzip(fh, self.rel, size, self.limits), buffer_size=1 << 20)
             else:
                 yield fh
 
@@ -220,10 +219,10 @@ def bad_encoding(rel: str, exc: UnicodeDecodeError, offset: int) -> FileProblem:
     )
 
 
-def oversized(rel: str, line: int, size: int, what: str = "line") -> FileProblem:
+def oversized(rel: str, line: int, size: int, limit: int, what: str = "line") -> FileProblem:
     return FileProblem(
         "file_oversized_line",
-        f"{rel}: {what} {line} is {size:,} bytes, above the {MAX_LINE_BYTES:,}-byte limit for one record",
+        f"{rel}: {what} {line} is {size:,} bytes, above the {limit:,}-byte limit for one record",
     )
 
 

@@ -24,9 +24,6 @@ import pyarrow.csv as pacsv
 
 from pipelines.lib.contracts import Contract
 from pipelines.lib.ingest.readers.base import (
-    BATCH_ROWS,
-    MAX_LINE_BYTES,
-    MAX_REJECTS_PER_FILE,
     ROW,
     FallBack,
     FileInfo,
@@ -50,11 +47,11 @@ class Irregular(Exception):
     """The numbering pass cannot follow the file; the next tier numbers it."""
 
 
-def _header(stream: io.BufferedIOBase, rel: str) -> list[str]:
-    head = stream.peek(MAX_LINE_BYTES + 1)[: MAX_LINE_BYTES + 1]
+def _header(stream: io.BufferedIOBase, rel: str, limit: int) -> list[str]:
+    head = stream.peek(limit + 1)[: limit + 1]
     cut = min((i for i in (head.find(b"\n"), head.find(b"\r")) if i >= 0), default=-1)
-    if cut < 0 and len(head) > MAX_LINE_BYTES:
-        raise oversized(rel, 1, len(head))
+    if cut < 0 and len(head) > limit:
+        raise oversized(rel, 1, len(head), limit)
     line = head if cut < 0 else head[:cut]
     try:
         text = line.decode("utf-8-sig")
@@ -262,7 +259,8 @@ _NUMBERINGS = {"lines": _line_records, "rfc4180": _rfc4180_records, "python": _p
 def _tier(src: Source, c: Contract, info: FileInfo, numbering: str) -> Iterator[RawBatch]:
     with src.open() as raw:
         stream = raw if hasattr(raw, "peek") else io.BufferedReader(raw)
-        header = _header(stream, src.rel)
+        limits = src.limits
+        header = _header(stream, src.rel, limits.max_record_bytes)
         if not [h for h in header if h]:
             raise FileProblem("file_empty", f"{src.rel}: no header row")
         refuse_reserved(header, src.rel)
@@ -273,7 +271,7 @@ def _tier(src: Source, c: Contract, info: FileInfo, numbering: str) -> Iterator[
         extras = [h for h in header if h not in names]
         info.extra_columns = extras
         internal = dict(zip(extras, extra_names(extras), strict=True))
-        invalid = _Skipped(abort=numbering == "lines")
+        invalid = _Skipped(abort=numbering == "lines", keep=limits.max_rejects_per_file)
 
         try:
             reader = pacsv.open_csv(
@@ -288,7 +286,7 @@ def _tier(src: Source, c: Contract, info: FileInfo, numbering: str) -> Iterator[
                 ),
             )
         except pa.ArrowInvalid as exc:
-            raise _problem(src.rel, exc, invalid) from exc
+            raise _problem(src.rel, exc, invalid, limits.max_record_bytes) from exc
         with src.open() as again:
             tier = numbering
             numbering = _Numbering(_NUMBERINGS[tier](again, len(header)), len(header))
@@ -298,7 +296,7 @@ def _tier(src: Source, c: Contract, info: FileInfo, numbering: str) -> Iterator[
                 except StopIteration:
                     break
                 except pa.ArrowInvalid as exc:
-                    raise _problem(src.rel, exc, invalid) from exc
+                    raise _problem(src.rel, exc, invalid, limits.max_record_bytes) from exc
                 lines, bad_lines, bad_fields = numbering.take(rb.num_rows, invalid.pending)
                 frame = pl.from_arrow(rb).with_columns(pl.Series(ROW, lines)).rename(internal)
                 rejects = _malformed(bad_lines, bad_fields, invalid, len(header))
@@ -306,24 +304,24 @@ def _tier(src: Source, c: Contract, info: FileInfo, numbering: str) -> Iterator[
                     frame=frame.drop(internal.values()), rejects=rejects, extras=extras_json(frame, extras)
                 )
             while invalid.pending:  # malformed records after the last row, a batch at a time
-                _, bad_lines, bad_fields = numbering.take(0, min(invalid.pending, BATCH_ROWS))
+                _, bad_lines, bad_fields = numbering.take(0, min(invalid.pending, limits.batch_rows))
                 rejects = _malformed(bad_lines, bad_fields, invalid, len(header))
                 yield RawBatch(frame=pl.DataFrame({ROW: pl.Series([], dtype=pl.Int64)}), rejects=rejects)
             numbering.finish()
 
 
 class _Skipped:
-    """The records pyarrow skipped as malformed, in file order: the text of the first
-    MAX_REJECTS_PER_FILE (no more can be listed one by one), the count of all."""
+    """The records pyarrow skipped as malformed, in file order: the text of the first ``keep`` (no more can
+    be listed one by one), the count of all."""
 
-    def __init__(self, *, abort: bool):
-        self.abort = abort  # the tier cannot number malformed records: stop pyarrow at the first
+    def __init__(self, *, abort: bool, keep: int):
+        self.abort, self.keep = abort, keep  # abort: the tier cannot number them, stop at the first
         self.texts: collections.deque[str] = collections.deque()
         self.seen = 0  # reported by pyarrow
         self.taken = 0  # handed out as rejects
 
     def add(self, row) -> str:
-        if self.seen < MAX_REJECTS_PER_FILE:
+        if self.seen < self.keep:
             self.texts.append(row.text)
         self.seen += 1
         return "error" if self.abort else "skip"
@@ -368,7 +366,7 @@ def _malformed(lines: np.ndarray, fields: np.ndarray, invalid: _Skipped, width: 
     )
 
 
-def _problem(rel: str, exc: Exception, invalid: _Skipped) -> Exception:
+def _problem(rel: str, exc: Exception, invalid: _Skipped, limit: int) -> Exception:
     """What a pyarrow error means: a malformed record the tier stopped at, or a whole-file problem."""
     if invalid.seen and invalid.abort:
         return Irregular("a malformed record")
@@ -380,7 +378,7 @@ def _problem(rel: str, exc: Exception, invalid: _Skipped) -> Exception:
     if "straddling" in text or "block size" in text.lower():
         return FileProblem(
             "file_oversized_line",
-            f"{rel}: a record is above the {MAX_LINE_BYTES:,}-byte limit for one record",
+            f"{rel}: a record is above the {limit:,}-byte limit for one record",
         )
     return FileProblem("file_unreadable", f"{rel}: not valid CSV ({text})")
 

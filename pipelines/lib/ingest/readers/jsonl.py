@@ -10,7 +10,7 @@ kept only where its answer is the precise path's:
 A fast tier's records are numbered, in step with its batches, by a ``LineIndex``: a second pass over the
 same bytes that also checks what the parsers cannot be trusted with. Every non-blank line must be one
 object ``{...}`` (a ``null`` line, two objects on a line or one split over two make the file irregular),
-no line above MAX_LINE_BYTES, valid UTF-8, and exactly one record per record line. Any doubt, error or
+no line above the record limit, valid UTF-8, and exactly one record per record line. Any doubt, error or
 mismatch, at any batch, hands the file to the next tier from its start (``FallBack``). The fast tiers give
 numbers as numbers, so their rejected rows are judged again from their original lines (``verdicts``).
 """
@@ -32,9 +32,6 @@ import pyarrow.json as pajson
 
 from pipelines.lib.contracts import Contract, validate_rows
 from pipelines.lib.ingest.readers.base import (
-    BATCH_BYTES,
-    BATCH_ROWS,
-    MAX_LINE_BYTES,
     ROW,
     FallBack,
     FileInfo,
@@ -48,6 +45,7 @@ from pipelines.lib.ingest.readers.base import (
     oversized,
     refuse_reserved,
 )
+from pipelines.lib.settings import IngestLimits
 from pipelines.lib.sqlfiles import sql_text
 
 CHUNK_BYTES = 16 << 20  # bytes of text per pass of the line splitter
@@ -76,14 +74,15 @@ def _connect() -> duckdb.DuckDBPyConnection:
 # ---------------------------------------------------------------- splitting into lines
 
 
-def parts(stream, rel: str) -> Iterator[tuple[int, int, memoryview, np.ndarray]]:
+def parts(stream, rel: str, limits: IngestLimits) -> Iterator[tuple[int, int, memoryview, np.ndarray]]:
     """(number of the first line, byte offset, bytes, end offsets of the lines) per ~CHUNK_BYTES of whole
-    lines, and at most BATCH_ROWS lines (a file of tiny lines stays in batches). A line's end is the
-    offset of its newline (or of the end of the file). A line above MAX_LINE_BYTES (counting a trailing
-    CR, not the newline) raises ``file_oversized_line``.
+    lines, and at most ``batch_rows`` lines (a file of tiny lines stays in batches). A line's end is the
+    offset of its newline (or of the end of the file). A line above ``max_record_bytes`` (counting a
+    trailing CR, not the newline) raises ``file_oversized_line``.
 
     The bytes are a view of one buffer reused for every part: valid until the next part is asked for."""
-    buf = bytearray(2 * CHUNK_BYTES + MAX_LINE_BYTES + 2)
+    batch_rows, max_line = limits.batch_rows, limits.max_record_bytes
+    buf = bytearray(2 * CHUNK_BYTES + max_line + 2)
     view = memoryview(buf)
     held, first, offset, eof = 0, 1, 0, False  # bytes kept at the front of the buffer
     newlines = np.empty(0, dtype=np.int64)  # offsets of the newlines among them
@@ -96,21 +95,21 @@ def parts(stream, rel: str) -> Iterator[tuple[int, int, memoryview, np.ndarray]]
             held += got
         if not held:
             return
-        if len(newlines) > BATCH_ROWS:
-            ends = newlines[:BATCH_ROWS]
+        if len(newlines) > batch_rows:
+            ends = newlines[:batch_rows]
         elif eof:
             ends = newlines if buf[held - 1] == _LF else np.append(newlines, held)
         elif len(newlines):
             ends = newlines
         else:
-            if held > MAX_LINE_BYTES:
-                raise oversized(rel, first, held)
+            if held > max_line:
+                raise oversized(rel, first, held, max_line)
             continue
         cut = int(ends[-1]) + 1 if ends[-1] < held else held
         lengths = np.diff(ends, prepend=-1) - 1
-        if lengths.max() > MAX_LINE_BYTES:
+        if lengths.max() > max_line:
             i = int(lengths.argmax())
-            raise oversized(rel, first + i, int(lengths[i]))
+            raise oversized(rel, first + i, int(lengths[i]), max_line)
         yield first, offset, view[:cut], ends
         first += len(ends)
         offset += cut
@@ -212,7 +211,7 @@ def _precise(src: Source, c: Contract, info: FileInfo) -> Iterator[RawBatch]:
     con = _connect()
     try:
         with open(src.engine_path(), "rb") as stream:
-            for first, offset, part, _ends in parts(stream, src.rel):
+            for first, offset, part, _ends in parts(stream, src.rel, src.limits):
                 batch, extras = parse_lines(
                     con, _lines_table(first, _decoded(part, first, offset, src.rel)), c, src.rel
                 )
@@ -233,8 +232,16 @@ class LineIndex:
     ``take(n)`` returns the next n record lines; ``finish()`` checks that no record line is left. Both
     raise ``Irregular`` when the file is not one object per non-blank line."""
 
-    def __init__(self, stream, rel: str, *, pattern: str | None = None, check_utf8: bool = True):
-        self._parts = parts(stream, rel)
+    def __init__(
+        self,
+        stream,
+        rel: str,
+        limits: IngestLimits,
+        *,
+        pattern: str | None = None,
+        check_utf8: bool = True,
+    ):
+        self._parts = parts(stream, rel, limits)
         self._pattern, self._check_utf8 = pattern, check_utf8
         self._pending: collections.deque[np.ndarray] = collections.deque()
         self._available = 0
@@ -317,16 +324,16 @@ def _matches(data: bytes, pattern: str) -> bool:
     return bool(pa.compute.match_substring_regex(one, pattern)[0].as_py())
 
 
-def _rebatched(batches) -> Iterator[pl.DataFrame]:
-    """Record batches gathered into frames of about BATCH_ROWS rows or BATCH_BYTES (readers hand out
-    smaller ones: each costs a validation, a Parquet row group and their fixed overheads)."""
+def _rebatched(batches, limits: IngestLimits) -> Iterator[pl.DataFrame]:
+    """Record batches gathered into frames of about ``batch_rows`` rows or ``batch_bytes`` (readers hand
+    out smaller ones: each costs a validation, a Parquet row group and their fixed overheads)."""
     pending, rows, size = [], 0, 0
     for rb in itertools.chain(batches, [None]):
         if rb is not None:
             pending.append(rb)
             rows += rb.num_rows
             size += rb.nbytes
-        if rows and (rb is None or rows >= BATCH_ROWS or size >= BATCH_BYTES):
+        if rows and (rb is None or rows >= limits.batch_rows or size >= limits.batch_bytes):
             yield pl.from_arrow(pa.Table.from_batches(pending))
             pending, rows, size = [], 0, 0
 
@@ -334,14 +341,14 @@ def _rebatched(batches) -> Iterator[pl.DataFrame]:
 # ---------------------------------------------------------------- the fast tiers
 
 
-def _sample_keys(path: Path, records: int) -> list[str] | None:
+def _sample_keys(path: Path, records: int, max_line: int) -> list[str] | None:
     """Keys of the first ``records`` records, in order of appearance; None if a line is not a JSON object
-    or is longer than MAX_LINE_BYTES."""
+    or is longer than ``max_line``."""
     keys: dict[str, None] = {}
     seen = 0
     with open(path, "rb") as fh:
-        while seen < records and (line := fh.readline(MAX_LINE_BYTES + 2)):
-            if len(line) > MAX_LINE_BYTES:
+        while seen < records and (line := fh.readline(max_line + 2)):
+            if len(line) > max_line:
                 return None
             if not line.strip():
                 continue
@@ -371,17 +378,23 @@ def _duckdb_tier(src: Source, c: Contract, info: FileInfo) -> Iterator[RawBatch]
     here), and the detected names are exactly the sample's keys. A key, a duplicate or a value the
     detection did not foresee makes DuckDB raise; a true/false anywhere (DuckDB would read it as 1/0) makes
     the line index give up."""
-    path = src.engine_path()
+    path, limits = src.engine_path(), src.limits
     numeric = {col.name for col in c.landing_columns if col.type in _NUMERIC}
     known = {col.name for col in c.landing_columns}
     con = _connect()
     try:
         relation = con.sql(
             sql_text("transforms/jsonl_detected.sql"),
-            params={"file": str(path), "sample_records": SAMPLE_RECORDS, "max_object_bytes": MAX_LINE_BYTES},
+            params={
+                "file": str(path),
+                "sample_records": SAMPLE_RECORDS,
+                "max_object_bytes": limits.max_record_bytes,
+            },
         )
         names, types = relation.columns, [str(t) for t in relation.types]
-        if _sample_keys(path, SAMPLE_RECORDS) != names:  # DuckDB renames keys that differ only in case
+        if (
+            _sample_keys(path, SAMPLE_RECORDS, limits.max_record_bytes) != names
+        ):  # DuckDB renames keys that differ only in case
             raise Irregular("the detected columns are not the sample's keys")
         for name, t in zip(names, types, strict=True):
             # a column only null in the sample ("NULL") would read later values as null, and DuckDB then
@@ -394,9 +407,9 @@ def _duckdb_tier(src: Source, c: Contract, info: FileInfo) -> Iterator[RawBatch]
         as_json = [n for n, t in zip(names, types, strict=True) if t == "JSON"]
         with open(path, "rb") as again:
             index = LineIndex(
-                again, src.rel, pattern=_BOOLEAN_MEMBER, check_utf8=False
+                again, src.rel, limits, pattern=_BOOLEAN_MEMBER, check_utf8=False
             )  # DuckDB checks UTF-8
-            for frame in _rebatched(relation.to_arrow_reader(BATCH_ROWS)):
+            for frame in _rebatched(relation.to_arrow_reader(limits.batch_rows), limits):
                 frame = frame.with_columns(pl.Series(ROW, index.take(frame.height)))
                 if as_json:
                     frame = frame.with_columns(_json_text(frame[n]) for n in as_json)
@@ -420,13 +433,14 @@ def _pyarrow_tier(src: Source, c: Contract, info: FileInfo) -> Iterator[RawBatch
     path = src.engine_path()
     schema = pa.schema([(col.name, _FAST_TYPES.get(col.type, pa.string())) for col in c.landing_columns])
     with pa.OSFile(str(path)) as native, open(path, "rb") as again:  # pyarrow's own file: no GIL waits
-        index = LineIndex(again, src.rel)
+        index = LineIndex(again, src.rel, src.limits)
         reader = pajson.open_json(
             native,
-            read_options=pajson.ReadOptions(block_size=MAX_LINE_BYTES + 1),  # a longer line cannot fit
+            # a longer line cannot fit in a block: it raises, and the next tier refuses it
+            read_options=pajson.ReadOptions(block_size=src.limits.max_record_bytes + 1),
             parse_options=pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error"),
         )
-        for frame in _rebatched(reader):
+        for frame in _rebatched(reader, src.limits):
             yield RawBatch(frame=frame.with_columns(pl.Series(ROW, index.take(frame.height))), exact=False)
         index.finish()
     info.extra_columns = []
@@ -457,7 +471,7 @@ def read(src: Source, c: Contract, info: FileInfo) -> Iterator[RawBatch | FallBa
 
 
 TEXT_GROUP = 64  # lines handed out (and judged) at once, at most
-TEXT_GROUP_BYTES = 4 << 20  # ... and about this much text (a line may be up to MAX_LINE_BYTES)
+TEXT_GROUP_BYTES = 4 << 20  # ... and about this much text (a line may be up to max_record_bytes)
 
 
 def line_texts(src: Source, rows: np.ndarray) -> Iterator[dict[int, str]]:
@@ -468,7 +482,7 @@ def line_texts(src: Source, rows: np.ndarray) -> Iterator[dict[int, str]]:
     group: dict[int, str] = {}
     size = 0
     with open(src.engine_path(), "rb") as stream:
-        for first, offset, part, ends in parts(stream, src.rel):
+        for first, offset, part, ends in parts(stream, src.rel, src.limits):
             lo, hi = np.searchsorted(rows, [first, first + len(ends)])
             if lo == hi:
                 continue

@@ -39,7 +39,6 @@ import polars as pl
 from pipelines.lib.contracts import Contract
 from pipelines.lib.ingest.readers.base import (
     LISTED_REJECT_SCHEMA,
-    MAX_LINE_BYTES,
     ROW,
     FallBack,
     FileInfo,
@@ -176,13 +175,14 @@ def _ts_bounds() -> tuple[str, str, str]:
 def _lines(src: Source) -> Iterator[tuple[int, str]]:
     """(line number, text without its LF) of every line, BOM skipped; checks UTF-8 and the line length
     limit."""
+    limit = src.limits.max_record_bytes
     for first, text in _chunks(src):
         pieces = text.split("\n")
         if text.endswith("\n"):
             pieces.pop()
         for number, piece in enumerate(pieces, start=first):
-            if len(piece) > MAX_LINE_BYTES and len(piece.encode()) > MAX_LINE_BYTES:
-                raise oversized(src.rel, number, len(piece.encode()))
+            if len(piece) > limit and len(piece.encode()) > limit:
+                raise oversized(src.rel, number, len(piece.encode()), limit)
             yield number, piece
 
 
@@ -268,8 +268,8 @@ def _chunks(src: Source) -> Iterator[tuple[int, str]]:
                 return
             cut = data.rfind(b"\n") + 1 if chunk else len(data)
             if cut == 0:
-                if len(data) > MAX_LINE_BYTES:
-                    raise oversized(src.rel, number + 1, len(data))
+                if len(data) > src.limits.max_record_bytes:
+                    raise oversized(src.rel, number + 1, len(data), src.limits.max_record_bytes)
                 rest = data
                 continue
             block, rest = data[:cut], data[cut:]

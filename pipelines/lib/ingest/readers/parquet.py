@@ -3,8 +3,9 @@ number is its 1-based position in the file.
 
 Parquet compresses and dictionary-encodes, so a small file can stand for a huge one. The same limits as
 for gzip apply: the pages' uncompressed size (from the file's metadata) and the decoded size of every
-batch count against 64 GiB and 200x the file's size; a value above MAX_LINE_BYTES is refused like an
-oversized record; text columns are read dictionary-encoded and decoded a bounded slice at a time.
+batch count against the expansion limits (64 GiB and 200x the file's size by default); a value above the
+record limit is refused like an oversized record; text columns are read dictionary-encoded and decoded a
+bounded slice at a time.
 """
 
 from __future__ import annotations
@@ -20,8 +21,6 @@ import pyarrow.parquet as pq
 
 from pipelines.lib.contracts import Contract
 from pipelines.lib.ingest.readers.base import (
-    BATCH_ROWS,
-    MAX_LINE_BYTES,
     ROW,
     FileInfo,
     FileProblem,
@@ -77,8 +76,8 @@ def _open(src: Source) -> tuple[pq.ParquetFile, int]:
         for i in range(meta.num_row_groups)
         for j in range(meta.num_columns)
     )
-    if limits_exceeded(expanded, stored):
-        raise expansion_problem(src.rel, expanded, stored, "the Parquet pages")
+    if limits_exceeded(expanded, stored, src.limits):
+        raise expansion_problem(src.rel, expanded, stored, "the Parquet pages", src.limits)
     return pf, stored
 
 
@@ -100,16 +99,21 @@ def _plain(col: pa.Array) -> pa.Array:
     return col
 
 
-def _slices(rb: pa.RecordBatch, rel: str, first_row: int) -> tuple[list[tuple[int, int]], int]:
-    """Row ranges of ``rb`` whose decoded text stays under DECODED_BATCH_BYTES, and the decoded bytes."""
+def _slices(
+    rb: pa.RecordBatch, rel: str, first_row: int, max_value: int
+) -> tuple[list[tuple[int, int]], int]:
+    """Row ranges of ``rb`` whose decoded text stays under DECODED_BATCH_BYTES, and the decoded bytes; a
+    text value above ``max_value`` bytes refuses the file."""
     per_row = np.zeros(rb.num_rows, dtype=np.int64)
     for name, col in zip(rb.schema.names, rb.columns, strict=True):
         sizes = _value_bytes(col)
         if sizes is None:
             continue
-        if len(sizes) and sizes.max() > MAX_LINE_BYTES:
+        if len(sizes) and sizes.max() > max_value:
             i = int(sizes.argmax())
-            raise oversized(rel, first_row + i, int(sizes[i]), what=f"the value of '{name}' in row")
+            raise oversized(
+                rel, first_row + i, int(sizes[i]), max_value, what=f"the value of '{name}' in row"
+            )
         per_row += sizes
     total = int(per_row.sum())
     if total <= DECODED_BATCH_BYTES:
@@ -163,23 +167,24 @@ def read(src: Source, c: Contract, info: FileInfo) -> Iterator[RawBatch]:
     internal = dict(zip(extras, extra_names(extras), strict=True))
     row = 1
     decoded = pf.metadata.serialized_size
-    # Row groups are often smaller than a batch: slices are gathered up to BATCH_ROWS rows (or the decoded
+    # Row groups are often smaller than a batch: slices are gathered up to batch_rows rows (or the decoded
     # size limit), since every batch costs a validation and a row group of the staged file.
     held: list[pa.Table] = []
     held_rows = held_bytes = 0
+    limits = src.limits
     try:
-        for rb in pf.iter_batches(batch_size=BATCH_ROWS):
-            ranges, size = _slices(rb, src.rel, row + held_rows)
+        for rb in pf.iter_batches(batch_size=limits.batch_rows):
+            ranges, size = _slices(rb, src.rel, row + held_rows, limits.max_record_bytes)
             decoded += size + sum(b.size for col in rb.columns for b in col.buffers() if b is not None)
-            if limits_exceeded(decoded, stored):
-                raise expansion_problem(src.rel, decoded, stored, "the Parquet file, decoded,")
+            if limits_exceeded(decoded, stored, limits):
+                raise expansion_problem(src.rel, decoded, stored, "the Parquet file, decoded,", limits)
             for lo, hi in ranges:
                 part = rb.slice(lo, hi - lo)
                 plain = [_plain(col) for col in part.columns]
                 held.append(pa.Table.from_arrays(plain, names=part.schema.names))
                 held_rows += hi - lo
                 held_bytes += size * (hi - lo) // max(rb.num_rows, 1)
-                if held_rows >= BATCH_ROWS or held_bytes >= DECODED_BATCH_BYTES:
+                if held_rows >= limits.batch_rows or held_bytes >= DECODED_BATCH_BYTES:
                     yield _batch(pa.concat_tables(held), src.rel, row, internal, extras)
                     row += held_rows
                     held, held_rows, held_bytes = [], 0, 0

@@ -28,7 +28,6 @@ import pyarrow as pa
 
 from pipelines.lib.contracts import Contract
 from pipelines.lib.ingest.readers.base import (
-    BATCH_ROWS,
     LISTED_REJECT_SCHEMA,
     ROW,
     FileInfo,
@@ -188,7 +187,7 @@ def _labels(metric: Any) -> tuple[str | None, str] | None:
 
 
 class _Batch:
-    """Series gathered until a batch holds BATCH_ROWS rows."""
+    """Series gathered until a batch holds ``batch_rows`` rows."""
 
     def __init__(self):
         self.parts: list[tuple[str | None, str, int, pa.Array, pa.Array]] = []
@@ -304,7 +303,7 @@ def _pair_ok(pair: Any) -> bool:
 
 
 def read(src: Source, c: Contract, info: FileInfo) -> Iterator[RawBatch]:
-    """Every series of the response, a batch of about BATCH_ROWS samples at a time."""
+    """Every series of the response, a batch of about ``batch_rows`` samples at a time."""
     seen: dict[str, Any] = {}
     batch = _Batch()
     row = 1
@@ -314,7 +313,7 @@ def read(src: Source, c: Contract, info: FileInfo) -> Iterator[RawBatch]:
             text.pos += 1
         for element in _walk(text, seen):
             row = _series(element, row, batch)
-            if batch.rows >= BATCH_ROWS:
+            if batch.rows >= src.limits.batch_rows:
                 yield batch.frames()
     status = seen.get("status")
     if status == "error":
