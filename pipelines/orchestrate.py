@@ -3,7 +3,9 @@ assets; each as a run of the `nightly` job (with its partition), so the UI shows
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import json
 import multiprocessing
 import os
 import shutil
@@ -23,7 +25,7 @@ from pipelines.lib import cache, lake
 from pipelines.lib.landing import inventory, landing_days
 from pipelines.lib.paths import INSTANCE_TEMPLATE, DataHome
 from pipelines.lib.preflight import Unavailable
-from pipelines.lib.settings import Settings
+from pipelines.lib.settings import IngestLimits, Settings
 from pipelines.runs import (
     HANDLED_BY,
     WAREHOUSE_POOL,
@@ -41,9 +43,13 @@ JOB = "nightly"
 QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 
-def run_config(home: DataHome) -> dict:
-    """The run's configuration: quiet console, and the data home and lake given to its FleetHome."""
-    return {**QUIET, "resources": {"fleet": {"config": {"home": str(home.root), "lake": home.lake_uri}}}}
+def run_config(home: DataHome, limits: IngestLimits | None = None) -> dict:
+    """The run's configuration: quiet console, and the data home, the lake and the ingest limits (by
+    default those of the environment where the day runs) given to its FleetHome."""
+    fleet = {"home": str(home.root), "lake": home.lake_uri}
+    if limits is not None:
+        fleet["ingest_limits"] = json.dumps(dataclasses.asdict(limits))
+    return {**QUIET, "resources": {"fleet": {"config": fleet}}}
 
 
 class PoolBusy(Unavailable):
@@ -153,7 +159,11 @@ def _graph() -> tuple[dg.JobDefinition, list[dg.AssetKey], list[dg.AssetKey]]:
 
 
 def _run_day(
-    home: DataHome, day: str, tags: dict[str, str], instance: dg.DagsterInstance | None = None
+    home: DataHome,
+    day: str,
+    tags: dict[str, str],
+    limits: IngestLimits,
+    instance: dg.DagsterInstance | None = None,
 ) -> tuple[str, str, float, list[str]]:
     """One day's daily assets as one run of the nightly job (in this process on ``instance``, or in a worker
     process on the instance of $DAGSTER_HOME); the day, the run, its seconds and the checks that did not
@@ -162,7 +172,11 @@ def _run_day(
     instance = instance or ensure_instance(home)
     job, daily, _ = _graph()
     res = job.execute_in_process(
-        asset_selection=daily, partition_key=day, instance=instance, tags=tags, run_config=run_config(home)
+        asset_selection=daily,
+        partition_key=day,
+        instance=instance,
+        tags=tags,
+        run_config=run_config(home, limits),
     )
     failed = [
         f"{e.asset_key.to_user_string()}/{e.check_name} ({e.severity.value.lower()}): {e.description}"
@@ -268,12 +282,12 @@ def _run_all(
     elif workers > 1 and len(todo) > 1:
         ctx = multiprocessing.get_context("spawn")  # no fork of a process with DuckDB and polars threads
         with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=ctx) as pool:
-            futures = [pool.submit(_run_day, home, d, day_tags(d)) for d in todo]
+            futures = [pool.submit(_run_day, home, d, day_tags(d), settings.ingest) for d in todo]
             for fut in as_completed(futures):
                 done(*fut.result())
     else:
         for day in todo:
-            done(*_run_day(home, day, day_tags(day), instance))
+            done(*_run_day(home, day, day_tags(day), settings.ingest, instance))
     merge_key = _merge_inputs(home)
     before = None if force or todo else _done_before(instance, MERGE_INPUTS, merge_key)
     if before:
@@ -301,7 +315,7 @@ def _run_all(
             partition_key=last,
             instance=instance,
             tags={**tags, MERGE_INPUTS: merge_key},
-            run_config=run_config(home),
+            run_config=run_config(home, settings.ingest),
             run_id=run_id,
         )
     run_ids.append(res.run_id)
@@ -337,7 +351,7 @@ def _run_on_workers(
         dg.reconstructable(nightly_job).get_python_origin(),
         daily,
         todo,
-        run_config(home),
+        run_config(home, settings.ingest),
         tags_for,
     )
     failed: list[workers.DayOutcome] = []

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import dagster as dg
 
 from pipelines.lib.preflight import Unavailable
-from pipelines.lib.settings import shown
+from pipelines.lib.settings import scrubbed, shown
 from pipelines.runs import FINISHED, WORKER_TAG, fail_dead_runs, this_worker
 
 QUEUE = "dagster"  # dagster-celery's queue
@@ -27,7 +27,11 @@ POLL_S = 0.5
 
 
 class NoWorker(Unavailable):
-    """No worker took a day's run in time: none is running against this broker (or all are stuck)."""
+    """No worker answered the broker in time: none is running against it."""
+
+
+class BrokerDown(Unavailable):
+    """The broker did not answer or did not take a day's run."""
 
 
 def _app_config() -> dict:
@@ -82,7 +86,9 @@ def _execute_run(_task, execute_job_args_packed) -> int:
 def serve(broker: str, concurrency: int, name: str) -> None:
     """Run a Celery worker on ``broker`` until it is stopped (SIGTERM: finish the days in hand, then exit):
     ``concurrency`` days at a time, each in a fresh process."""
-    import pipelines.orchestrate  # noqa: F401  loaded once here, forked into every day's process
+    # Loaded once here and forked into every day's process: importing starts no thread (polars and DuckDB
+    # start theirs on first use, in the day's process).
+    import pipelines.orchestrate  # noqa: F401
 
     logging.getLogger("alembic").setLevel(logging.WARNING)  # the instance's schema checks, once per day
     app = celery_app(broker)
@@ -107,6 +113,19 @@ class Launched:
     run_id: str
 
 
+def check_reachable(broker: str) -> None:
+    """``BrokerDown`` unless the broker answers (before any run is created for it)."""
+    app = celery_app(broker)
+    try:
+        with app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=2, interval_start=0.2, interval_step=0.5)
+    except Exception as exc:  # kombu and redis-py raise several types
+        raise BrokerDown(
+            f"the broker {shown(broker)} does not answer ({scrubbed(exc, broker)}); start it (redis-server) "
+            "or fix $FLEET_BROKER; no day was sent"
+        ) from None
+
+
 def launch_days(
     instance: dg.DagsterInstance,
     broker: str,
@@ -118,14 +137,16 @@ def launch_days(
     tags_for: Callable[[str], dict[str, str]],
 ) -> list[Launched]:
     """Create each day's run of ``job`` (its daily assets) and send it to the broker as dagster-celery's
-    run task (what its ``CeleryRunLauncher`` sends), tagged with the task's id."""
+    run task (what its ``CeleryRunLauncher`` sends), tagged with the task's id. A run the broker did not
+    take is marked failed and ``BrokerDown`` raised (the days sent before it stay queued)."""
     from dagster._grpc.types import ExecuteRunArgs
     from dagster._serdes import pack_value
     from dagster_celery.config import TASK_EXECUTE_JOB_NAME
     from dagster_celery.tags import DAGSTER_CELERY_TASK_ID_TAG
 
+    check_reachable(broker)
     app = celery_app(broker)
-    out = []
+    out: list[Launched] = []
     for day in days:
         run = instance.create_run_for_job(
             job_def=job,
@@ -144,12 +165,19 @@ def launch_days(
             instance_ref=instance.get_ref(),
             set_exit_code_on_failure=True,
         )
-        task = app.send_task(
-            TASK_EXECUTE_JOB_NAME,
-            kwargs={"execute_job_args_packed": pack_value(args)},
-            queue=QUEUE,
-            routing_key=f"{QUEUE}.{TASK_EXECUTE_JOB_NAME}",
-        )
+        try:
+            task = app.send_task(
+                TASK_EXECUTE_JOB_NAME,
+                kwargs={"execute_job_args_packed": pack_value(args)},
+                queue=QUEUE,
+                routing_key=f"{QUEUE}.{TASK_EXECUTE_JOB_NAME}",
+            )
+        except Exception as exc:
+            why = f"the broker {shown(broker)} did not take it ({scrubbed(exc, broker)})"
+            instance.report_run_failed(run, message=why)
+            raise BrokerDown(
+                f"day {day}: {why}; {len(out)} day run(s) sent before it stay queued for the workers"
+            ) from None
         instance.add_run_tags(run.run_id, {DAGSTER_CELERY_TASK_ID_TAG: task.id})
         instance.report_engine_event(f"sent to the workers' queue on {shown(broker)}", run)
         out.append(Launched(day, run.run_id))
@@ -175,81 +203,100 @@ def await_days(
     on_done: Callable[[DayOutcome], None],
     progress: Callable[[str], None],
 ) -> list[DayOutcome]:
-    """Wait until every launched run is over, calling ``on_done`` as each ends. Runs whose worker died
-    (its process is gone, on this machine) or went silent (it did not answer the broker's ping for
-    ``silence_s``, on any machine) are marked failed on the way. ``NoWorker`` when, with none of them
-    running, no worker took one for ``worker_wait_s`` (the runs still queued are canceled)."""
+    """Wait until every launched run is over, calling ``on_done`` as each ends. On the way, a run is marked
+    failed when its worker process is gone (on this machine), when its Celery task ended without it (the
+    day's process was lost, or it failed before the run could start, on any machine), or when its worker
+    has not answered the broker's ping for ``silence_s`` (killed, frozen or unreachable). Runs wait in the
+    queue as long as some worker answers; ``NoWorker`` when none answered for ``worker_wait_s`` while
+    none of these runs was running (the runs still queued are canceled). Stopped while waiting (a signal),
+    the runs no worker took yet are canceled."""
     pending = {x.run_id: x for x in launched}
     outcomes: list[DayOutcome] = []
-    taken: set[str] = set()
+    watch = _Watch(celery_app(broker), broker, silence_s)
     told = False
-    last_move = time.monotonic()  # the last time a worker took a run or a run ended
-    silence = _Silence(celery_app(broker), silence_s)
-    while pending:
-        fail_dead_runs(instance)
-        running: dict[str, dg.DagsterRun] = {}
-        for run in instance.get_runs(filters=dg.RunsFilter(run_ids=list(pending))):
-            worker = run.tags.get(WORKER_TAG, "")
-            if worker and run.run_id not in taken:
-                taken.add(run.run_id)
-                last_move = time.monotonic()
-            if run.status not in FINISHED:
-                if worker:
-                    running[run.run_id] = run
-                continue
-            x = pending.pop(run.run_id)
-            last_move = time.monotonic()
-            ok = run.status == dg.DagsterRunStatus.SUCCESS
-            error = "" if ok else _why(instance, run)
-            outcome = DayOutcome(x.day, x.run_id, _seconds(instance, x.run_id), run.status, worker, error)
-            outcomes.append(outcome)
-            on_done(outcome)
-        if not pending:
-            break
-        silence.check(instance, list(running.values()))
-        idle = 0.0 if running else time.monotonic() - last_move
-        if not told and idle > 5:
-            progress(f"  waiting for a worker on {shown(broker)} (start one with `fleet worker`) ...")
-            told = True
-        if idle > worker_wait_s:
-            _cancel(instance, list(pending), f"no worker took it in {worker_wait_s:.0f} s")
-            days = ", ".join(x.day for x in pending.values())
-            raise NoWorker(
-                f"no worker took day run(s) {days} in {worker_wait_s:.0f} s on broker {shown(broker)}: start "
-                "one with `fleet worker --broker ...` on a machine that reaches the broker, the Dagster "
-                "instance's database and the data home, then run again ($FLEET_WORKER_WAIT_S sets the wait)"
-            )
-        time.sleep(POLL_S)
+    last_seen = time.monotonic()  # the last time a worker answered or held one of these runs
+    try:
+        while pending:
+            fail_dead_runs(instance)
+            runs = instance.get_runs(filters=dg.RunsFilter(run_ids=list(pending)))
+            watch.check(instance, [r for r in runs if r.status not in FINISHED])
+            for run in instance.get_runs(filters=dg.RunsFilter(run_ids=list(pending))):
+                if run.status not in FINISHED:
+                    continue
+                x = pending.pop(run.run_id)
+                ok = run.status == dg.DagsterRunStatus.SUCCESS
+                worker = run.tags.get(WORKER_TAG, "")
+                error = "" if ok else _why(instance, run)
+                outcome = DayOutcome(x.day, x.run_id, _seconds(instance, x.run_id), run.status, worker, error)
+                outcomes.append(outcome)
+                on_done(outcome)
+            if not pending:
+                break
+            if watch.busy or watch.workers_answer:
+                last_seen = time.monotonic()
+            idle = time.monotonic() - last_seen
+            if not told and idle > 5:
+                progress(f"  waiting for a worker on {shown(broker)} (start one with `fleet worker`) ...")
+                told = True
+            if idle > worker_wait_s:
+                _cancel(instance, list(pending), f"no worker answered the broker in {worker_wait_s:.0f} s")
+                days = ", ".join(x.day for x in pending.values())
+                raise NoWorker(
+                    f"no worker took day run(s) {days}: none answered on broker {shown(broker)} for "
+                    f"{worker_wait_s:.0f} s. Start one with `fleet worker --broker ...` on a machine that "
+                    "reaches the broker, the Dagster instance's database and the data home, then run again "
+                    "($FLEET_WORKER_WAIT_S sets the wait)"
+                )
+            time.sleep(POLL_S)
+    except BaseException:
+        _cancel(instance, list(pending), "fleet run was stopped before a worker took it")
+        raise
     return outcomes
 
 
-class _Silence:
-    """Pings the Celery workers that hold runs; a run whose worker has not answered for ``silence_s`` is
-    marked failed (its worker was killed, is frozen, or its machine is gone: nothing else would tell)."""
+class _Watch:
+    """What the broker knows about the runs in flight, asked every PING_EVERY_S: which workers answer a
+    ping, and how each run's Celery task ended. A run whose task ended without the run (its process was
+    lost, or it failed before the run started) or whose worker has not answered for ``silence_s`` is marked
+    failed: nothing else would tell of a worker on another machine."""
 
     PING_EVERY_S = 5.0
 
-    def __init__(self, app, silence_s: float):
-        self.app, self.silence_s = app, silence_s
+    def __init__(self, app, broker: str, silence_s: float):
+        self.app, self.broker, self.silence_s = app, broker, silence_s
         self.heard: dict[str, float] = {}  # worker name -> when it last answered (or was first seen)
-        self.pinged = 0.0
+        self.asked = 0.0
+        self.busy = False  # some run of these is held by a worker
+        self.workers_answer = False  # some worker answered the last ping
 
-    def check(self, instance: dg.DagsterInstance, running: list[dg.DagsterRun]) -> None:
-        names = {r.tags[CELERY_WORKER_TAG] for r in running if r.tags.get(CELERY_WORKER_TAG)}
+    def check(self, instance: dg.DagsterInstance, unfinished: list[dg.DagsterRun]) -> None:
+        from dagster_celery.tags import DAGSTER_CELERY_TASK_ID_TAG
+
+        held = [r for r in unfinished if r.tags.get(WORKER_TAG)]
+        self.busy = bool(held)
         now = time.monotonic()
-        if not names or now - self.pinged < self.PING_EVERY_S:
+        if now - self.asked < self.PING_EVERY_S:
             return
-        self.pinged = now
-        replies = self.app.control.ping(destination=sorted(names), timeout=3.0)
+        self.asked = now
+        for run in unfinished:
+            task = run.tags.get(DAGSTER_CELERY_TASK_ID_TAG)
+            result = self.app.AsyncResult(task) if task else None
+            if result is not None and result.state in ("FAILURE", "REVOKED"):
+                why = scrubbed(result.result, self.broker) if result.state == "FAILURE" else "revoked"
+                instance.report_run_failed(
+                    run,
+                    message=f"its Celery task ended without it ({why}): the day's process was lost or "
+                    "could not start the run. Re-run the day to redo it.",
+                )
+        replies = self.app.control.ping(timeout=3.0)
         answered = {name for reply in replies for name in reply}
+        self.workers_answer = bool(answered)
         now = time.monotonic()
-        for name in names:
-            if name in answered:
-                self.heard[name] = now
-            self.heard.setdefault(name, now)
-        for run in running:
+        for name in answered:
+            self.heard[name] = now
+        for run in held:
             name = run.tags.get(CELERY_WORKER_TAG, "")
-            quiet = now - self.heard.get(name, now)
+            quiet = now - self.heard.setdefault(name, now)
             if name and quiet > self.silence_s:
                 instance.report_run_failed(
                     run,
@@ -282,7 +329,10 @@ def _why(instance: dg.DagsterInstance, run: dg.DagsterRun) -> str:
 
 
 def _cancel(instance: dg.DagsterInstance, run_ids: list[str], why: str) -> None:
-    """Mark runs no worker took as canceled (a worker that takes one later finds it over and leaves it)."""
+    """Mark the runs no worker took as canceled (a worker that takes one later finds it over and leaves
+    it); a run a worker holds goes on."""
+    if not run_ids:
+        return
     for run in instance.get_runs(filters=dg.RunsFilter(run_ids=run_ids)):
-        if run.status not in FINISHED:
+        if run.status not in FINISHED and not run.tags.get(WORKER_TAG):
             instance.report_run_canceled(run, message=why)

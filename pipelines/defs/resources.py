@@ -1,22 +1,28 @@
 """Resources: the data home (lake, landing, warehouse, reports) and the catalogs, the alert webhook;
 in-process execution."""
 
+import json
+import os
+
 import dagster as dg
 
 from pipelines.lib import alerts
 from pipelines.lib.paths import DataHome
-from pipelines.lib.settings import Settings
+from pipelines.lib.settings import IngestLimits
 from pipelines.runs import WORKER_TAG, this_worker
 from synthetic_fleet.catalog import HardwareCatalog, ModelSpec, load_hardware, load_models
 
 
 class FleetHome(dg.ConfigurableResource):
-    """The data home and its lake. Empty ``home`` means ``$FLEET_HOME`` or ``./data``; empty ``lake``
-    means ``$FLEET_LAKE`` or the home's lake/ folder (``s3://bucket/prefix`` for object storage);
-    resolved when a step runs. `fleet run` sets both in the run's configuration."""
+    """The data home and its lake, and the ingest limits. Empty ``home`` means ``$FLEET_HOME`` or
+    ``./data``; empty ``lake`` means ``$FLEET_LAKE`` or the home's lake/ folder (``s3://bucket/prefix`` for
+    object storage); empty ``ingest_limits`` means the ``$FLEET_<LIMIT>`` variables of the process that
+    runs the step (else JSON of ``IngestLimits`` fields). Resolved when a step runs; `fleet run` sets all
+    three in the run's configuration, so a day on a worker keeps the caller's."""
 
     home: str = ""
     lake: str = ""
+    ingest_limits: str = ""
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         # Name the process that executes the run, so a run it leaves behind when killed is marked failed.
@@ -24,9 +30,11 @@ class FleetHome(dg.ConfigurableResource):
         if run is not None and context.instance is not None and WORKER_TAG not in run.tags:
             context.instance.add_run_tags(run.run_id, {WORKER_TAG: this_worker()})
 
-    def settings(self) -> Settings:
-        """The deployment's settings: this resource's home and lake, the rest from the environment."""
-        return Settings.resolve(self.home or None, self.lake or None)
+    def limits(self) -> IngestLimits:
+        """The ingest limits this run was given, else those of this process's environment."""
+        if self.ingest_limits:
+            return IngestLimits(**json.loads(self.ingest_limits))
+        return IngestLimits.resolve(os.environ)
 
     def data_home(self) -> DataHome:
         return DataHome.resolve(self.home or None, self.lake or None)

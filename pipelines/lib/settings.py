@@ -9,11 +9,11 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
-from urllib.parse import urlsplit
 
-from pipelines.lib.paths import DEFAULT_HOME, DataHome
+from pipelines.lib.paths import DEFAULT_HOME, DataHome, lake_uri
 
 Executor = Literal["in_process", "celery"]
 EXECUTORS: tuple[Executor, ...] = ("in_process", "celery")
@@ -21,14 +21,25 @@ _MEMORY = re.compile(r"^\d+(\.\d+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")
 DUCKDB_MEMORY = "512MB"
 
 
+_USERINFO = re.compile(r"^(?P<head>[a-z][a-z0-9+.-]*://[^:/@]*:)(?P<password>.*)@", re.IGNORECASE)
+_QUERY_PASSWORD = re.compile(r"(?P<head>[?&]password=)(?P<password>[^&#]*)", re.IGNORECASE)
+
+
 def shown(url: str) -> str:
-    """``url`` without its password, for messages and logs."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)[1]
-    user = f"{parts.username}:" if parts.username else ":"
-    return parts._replace(netloc=f"{user}***@{netloc}").geturl()
+    """``url`` without its password (in the user info, even unencoded, or as ``?password=``), for
+    messages and logs."""
+    url = _USERINFO.sub(lambda m: f"{m['head']}***@" if m["password"] else m[0], url)
+    return _QUERY_PASSWORD.sub(lambda m: f"{m['head']}***", url)
+
+
+def scrubbed(error: object, url: str) -> str:
+    """``error`` as one line of at most 300 characters, with ``url``'s password masked if it shows."""
+    text = " ".join(str(error).split())[:300] or type(error).__name__
+    for pattern in (_USERINFO, _QUERY_PASSWORD):
+        m = pattern.search(url)
+        if m and m["password"]:
+            text = text.replace(m["password"], "***")
+    return text
 
 
 def check_broker(broker: str) -> str:
@@ -43,12 +54,15 @@ def check_broker(broker: str) -> str:
 @dataclass(frozen=True)
 class IngestLimits:
     """What one landing file may do to the ingest ($FLEET_<FIELD> in capitals, bytes and counts as
-    integers). ``batch_rows`` rows (at most ``batch_bytes`` of data) are read, validated and written at
-    once: the unit of memory and of a Parquet row group. A record (JSON Lines line, CSV row, Parquet
-    value, OpenMetrics line) above ``max_record_bytes`` refuses its file, and so does a file that expands
-    (gzip, Parquet pages) beyond ``max_expanded_bytes`` or ``max_expansion_ratio`` times its size. A file's
-    first ``max_rejects_per_file`` row rejects are quarantined one by one, the rest counted; a rejected
-    row's original text is kept up to ``raw_record_max_bytes`` (marked as cut past it). The ingest's
+    integers). ``batch_rows`` rows are read, validated and written at once: the unit of memory and of a
+    Parquet row group (OpenMetrics text is judged 16 MiB at a time instead); JSON Lines' fast tiers also
+    cut a batch at ``batch_bytes``. A record (JSON Lines or OpenMetrics line, Parquet text value, CSV
+    header) above ``max_record_bytes`` refuses its file; a CSV data row may be up to the larger of that
+    and 8 MiB (pyarrow's parse block), a Prometheus API series up to 16 MiB. A file that expands (gzip,
+    Parquet pages) beyond ``max_expanded_bytes``, or beyond ``max_expansion_ratio`` times its size once
+    past 16 MiB, is refused. A file's first ``max_rejects_per_file`` row rejects are quarantined one by
+    one, the rest counted; a rejected row's original text is kept up to ``raw_record_max_bytes`` (marked
+    as cut past it). The ingest's
     DuckDB side steps (repeated Prometheus samples, the derivation of runs) keep within ``duckdb_memory``
     and spill past it."""
 
@@ -112,7 +126,7 @@ class Settings:
 
     home: DataHome
     executor: Executor = "in_process"
-    broker: str = ""
+    broker: str = field(default="", repr=False)  # may hold a password
     pool_wait_s: float = 600.0
     worker_wait_s: float = 600.0
     worker_silence_s: float = 60.0
@@ -151,8 +165,9 @@ class Settings:
             except ValueError:
                 raise ValueError(f"${var}={text!r}: expected seconds (e.g. 600)") from None
 
+        root = Path(pick(home, "FLEET_HOME", DEFAULT_HOME)).expanduser().resolve()
         return cls(
-            home=DataHome.resolve(pick(home, "FLEET_HOME", DEFAULT_HOME), pick(lake, "FLEET_LAKE", None)),
+            home=DataHome(root, lake_uri(pick(lake, "FLEET_LAKE", ""), root)),
             executor=pick(executor, "FLEET_EXECUTOR", "in_process"),
             broker=pick(broker, "FLEET_BROKER", ""),
             pool_wait_s=seconds("FLEET_POOL_WAIT_S", 600.0),

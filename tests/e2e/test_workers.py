@@ -16,7 +16,7 @@ import pytest
 from pipelines.lib.paths import PROJECT_ROOT, DataHome
 from tests.e2e.conftest import BIN, run
 from tests.lake_state import RUN_ORDER, assert_same_lakes
-from tests.servers import postgres_env, postgresql, redis
+from tests.servers import free_port, postgres_env, postgresql, redis
 
 pytestmark = pytest.mark.slow
 PASSWORD = "broker-pw-7c1e9"  # must never show in any output
@@ -193,8 +193,10 @@ def test_a_worker_killed_mid_day_then_a_rerun_equals_a_clean_run(pg, broker, lan
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
     assert_same_lakes(home, reference, ignore=RUN_ORDER)
     # The canceled runs' queued tasks reached the new worker too, which left them as they were.
-    statuses = sorted(status for _, status, _ in _day_runs(pg, home).values())
-    assert statuses == ["CANCELED"] * 3 + ["FAILURE"] + ["SUCCESS"] * 4, statuses
+    runs = _day_runs(pg, home).values()
+    assert sorted(status for _, status, _ in runs) == ["CANCELED"] * 3 + ["FAILURE"] + ["SUCCESS"] * 4
+    assert all(worker == "" for _, status, worker in runs if status == "CANCELED")
+    assert (tmp_path / "again.log").read_text().count("] received") == 7  # 3 stale tasks + 4 new days
 
 
 def test_no_worker_is_a_clear_error_after_the_wait(pg, broker, landing, tmp_path):
@@ -206,10 +208,18 @@ def test_no_worker_is_a_clear_error_after_the_wait(pg, broker, landing, tmp_path
     )
     assert p.returncode == 1
     assert (
-        f"fleet run: no worker took day run(s) {DAYS[0]} in 3 s on broker redis://:***@127.0.0.1:" in p.stderr
+        f"fleet run: no worker took day run(s) {DAYS[0]}: none answered on broker redis://:***@127.0.0.1:"
+        in (p.stderr)
     )
     assert "Traceback" not in p.stderr and PASSWORD not in p.stdout + p.stderr
     assert [status for _, status, _ in _day_runs(pg, home).values()] == ["CANCELED"]
+    down = run(
+        [str(BIN / "fleet"), "run", "--home", str(home.root), "--executor", "celery", "--from", DAYS[1]],
+        env={**env, "FLEET_BROKER": f"redis://:{PASSWORD}@127.0.0.1:{free_port()}/0"},
+    )
+    assert down.returncode == 1 and "does not answer" in down.stderr and "no day was sent" in down.stderr
+    assert PASSWORD not in down.stdout + down.stderr and "Traceback" not in down.stderr
+    assert [day for day, _, _ in _day_runs(pg, home).values()] == [DAYS[0]]  # no run made for DAYS[1]
     bad = run(
         [str(BIN / "fleet"), "run", "--home", str(home.root), "--executor", "celery"],
         env={**env, "FLEET_BROKER": "amqp://x"},
@@ -246,3 +256,32 @@ def test_a_frozen_worker_is_found_by_its_silence(pg, broker, landing, tmp_path):
     assert p.returncode == 1, out + err
     assert "its worker frozen@" in err and "has not answered the broker for" in err, out + err
     assert [status for _, status, _ in _day_runs(pg, home).values()] == ["FAILURE"]
+
+
+def test_a_task_that_ended_without_its_run_fails_the_day(broker):
+    """A day's process lost on another machine (OOM, crash) leaves the Celery task FAILURE and the run
+    unfinished: the broker's word marks the run failed, naming what Celery saw."""
+    import dagster as dg
+    from dagster_celery.tags import DAGSTER_CELERY_TASK_ID_TAG
+
+    from pipelines.workers import _Watch, celery_app
+
+    @dg.op
+    def noop() -> None:
+        pass
+
+    @dg.job
+    def one() -> None:
+        noop()
+
+    app = celery_app(broker)
+    with dg.DagsterInstance.ephemeral() as instance:
+        run = instance.create_run_for_job(one, tags={DAGSTER_CELERY_TASK_ID_TAG: "lost-task-1"})
+        app.backend.mark_as_failure("lost-task-1", RuntimeError(f"Worker exited prematurely {PASSWORD}"))
+        _Watch(app, broker, silence_s=60).check(instance, [run])
+        after = instance.get_run_by_id(run.run_id)
+        assert after.status == dg.DagsterRunStatus.FAILURE
+        message = next(
+            r.message for r in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.RUN_FAILURE)
+        )
+        assert "its Celery task ended without it (Worker exited prematurely ***)" in message

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 
 import polars as pl
 import pyarrow.parquet as pq
@@ -38,15 +39,12 @@ def test_batches_rejects_and_records_follow_the_limits(home, hw, small_day):
     rows = _rows(small_day, 10)
     _write(home, "utilisation_samples-bad.jsonl", [{**r, "cpu_util": 7.0} for r in rows])  # 10 row rejects
     _write(home, "utilisation_samples-long.jsonl", [{**rows[0], "note": "x" * 6000}])  # above 4 KiB
+    # 3 MiB of blank lines: under the 16 MiB floor of the ratio, so only the size limit can refuse it
     (home.landing / "acme" / DAY / "utilisation_samples-gz.jsonl.gz").write_bytes(
-        gzip.compress(b"\n" * (3 << 20))  # 3 MiB of blank lines from a few KiB: past a 2x ratio
+        gzip.compress(b"\n" * (3 << 20))
     )
     limits = IngestLimits(
-        batch_rows=1000,
-        max_record_bytes=4096,
-        max_rejects_per_file=3,
-        max_expanded_bytes=2 << 20,
-        max_expansion_ratio=2,
+        batch_rows=1000, max_record_bytes=4096, max_rejects_per_file=3, max_expanded_bytes=2 << 20
     )
     r = ingest_day(home, DAY, hw.platforms, limits=limits)
     try:
@@ -61,11 +59,32 @@ def test_batches_rejects_and_records_follow_the_limits(home, hw, small_day):
         reasons = dict(q.filter(pl.col("row_number") == 0).select("source_file", "reason_code").iter_rows())
         long, gz = f"acme/{DAY}/utilisation_samples-long.jsonl", f"acme/{DAY}/utilisation_samples-gz.jsonl.gz"
         assert reasons[long] == "file_oversized_line" and "above the 4,096-byte limit" in whole[long]
-        assert reasons[gz] == "file_decompression_limit" and "over 2x" in whole[gz]
+        assert reasons[gz] == "file_decompression_limit" and "or 2 MiB)" in whole[gz]
         led = r.ingest_ledger
         assert (led["rows_in"] == led["rows_accepted"] + led["rows_quarantined"]).all()
     finally:
         r.discard()
+
+
+def test_the_expansion_ratio_is_the_deployments(home, hw, small_day):
+    """8 MiB of random hex among twice as many blank lines (24 MiB), gzipped about 4.7x: past the 16 MiB
+    floor of the ratio. Refused at a ratio limit of 3, read (its lines rejected) at the default 200."""
+    write_day(small_day, home.landing, source="acme", fmt="jsonl")
+    text = os.urandom(4 << 20).hex().encode()  # 8 MiB of text, 4 bits of entropy a character
+    lines = b"".join(text[i : i + 64] + b"\n" * 128 for i in range(0, len(text), 64))
+    gz = home.landing / "acme" / DAY / "utilisation_samples-hex.jsonl.gz"
+    gz.write_bytes(gzip.compress(lines, 6))
+    assert 4 < len(lines) / gz.stat().st_size < 200 and len(lines) > 16 << 20
+    for limits, refused in ((IngestLimits(max_expansion_ratio=3), True), (IngestLimits(), False)):
+        # a ratio above 3 is refused as the stream goes: once past 16 MiB, well before the end
+        r = ingest_day(home, DAY, hw.platforms, limits=limits)
+        try:
+            q = r.quarantine.filter(pl.col("source_file").str.ends_with("-hex.jsonl.gz"))
+            assert (q["reason_code"].to_list() == ["file_decompression_limit"]) == refused, q
+            if refused:
+                assert "over 3x or 64 GiB" in q["message"][0]
+        finally:
+            r.discard()
 
 
 def test_a_raw_record_is_cut_at_its_limit(home, hw, small_day):
@@ -79,3 +98,21 @@ def test_a_raw_record_is_cut_at_its_limit(home, hw, small_day):
         assert len(q["raw_record"][0].encode()) <= 1024
     finally:
         r.discard()
+
+
+def test_the_callers_limits_reach_the_days_run(home, hw, small_day):
+    """`fleet run` passes its limits in the run's configuration, so a day keeps them wherever it runs (a
+    worker's own environment does not apply)."""
+    import dagster as dg
+
+    from pipelines.defs.partitions import add_days
+    from pipelines.lib import lake
+    from pipelines.orchestrate import _run_day
+
+    write_day(small_day, home.landing, source="acme", fmt="jsonl")
+    _write(home, "utilisation_samples-bad.jsonl", [{**r, "cpu_util": 7.0} for r in _rows(small_day, 5)])
+    with dg.DagsterInstance.ephemeral() as instance:
+        add_days(instance, [DAY])
+        _run_day(home, DAY, {}, IngestLimits(max_rejects_per_file=2), instance)
+    q = lake.read_table(home, "quarantine").filter(pl.col("source_file").str.ends_with("-bad.jsonl"))
+    assert sorted(q["reason_code"].to_list()) == ["out_of_bounds", "out_of_bounds", "rejects_capped"]

@@ -91,9 +91,8 @@ def raw_ingest(context: dg.AssetExecutionContext, fleet: FleetHome):
     partition stays), and downstream assets do not run.
     """
     day = context.partition_key
-    settings = fleet.settings()
-    home = settings.home
-    outcome = ingest_partition(home, day, fleet.hardware().platforms.keys(), settings.ingest)
+    home = fleet.data_home()
+    outcome = ingest_partition(home, day, fleet.hardware().platforms.keys(), fleet.limits())
     result = outcome.result
     if not outcome.promoted:
         failed = ", ".join(f"{c.table}/{c.name}" for c in outcome.checks if not c.passed)

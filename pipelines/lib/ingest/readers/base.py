@@ -82,11 +82,19 @@ def limits_exceeded(expanded: int, stored: int, limits: IngestLimits) -> bool:
     )
 
 
+def size_text(n: int) -> str:
+    """``n`` bytes in the largest binary unit it fills (64 GiB, 1.5 MiB, 512 bytes)."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            return f"{n / (1 << shift):g} {unit}"
+    return f"{n} bytes"
+
+
 def expansion_problem(rel: str, expanded: int, stored: int, what: str, limits: IngestLimits) -> FileProblem:
     return FileProblem(
         "file_decompression_limit",
         f"{rel}: {what} expands beyond the limits for one file ({expanded:,} bytes from {stored:,}: "
-        f"over {limits.max_expansion_ratio}x or {limits.max_expanded_bytes / (1 << 30):g} GiB); "
+        f"over {limits.max_expansion_ratio}x or {size_text(limits.max_expanded_bytes)}); "
         "split it or deliver it uncompressed",
     )
 

@@ -40,6 +40,7 @@ from pipelines.lib.ingest.readers.base import (
 
 TIERS = ("lines", "rfc4180", "python")
 SCAN_BYTES = 16 << 20
+CSV_BLOCK_BYTES = 8 << 20  # pyarrow's parse block: a data row may be up to this long (or the record limit)
 _QUOTE, _COMMA, _LF, _CR = 34, 44, 10, 13
 
 
@@ -273,10 +274,13 @@ def _tier(src: Source, c: Contract, info: FileInfo, numbering: str) -> Iterator[
         internal = dict(zip(extras, extra_names(extras), strict=True))
         invalid = _Skipped(abort=numbering == "lines", keep=limits.max_rejects_per_file)
 
+        # pyarrow parses blocks of whole rows: a row longer than the block refuses the file. So a CSV data
+        # row is bounded by the block, at least 8 MiB (smaller blocks cost speed), more when the limit is.
+        block = max(CSV_BLOCK_BYTES, limits.max_record_bytes + 1)
         try:
             reader = pacsv.open_csv(
                 stream,
-                read_options=pacsv.ReadOptions(block_size=8 << 20, column_names=header, skip_rows=1),
+                read_options=pacsv.ReadOptions(block_size=block, column_names=header, skip_rows=1),
                 parse_options=pacsv.ParseOptions(newlines_in_values=True, invalid_row_handler=invalid.add),
                 convert_options=pacsv.ConvertOptions(
                     column_types=dict.fromkeys(header, pa.string()),
@@ -286,7 +290,7 @@ def _tier(src: Source, c: Contract, info: FileInfo, numbering: str) -> Iterator[
                 ),
             )
         except pa.ArrowInvalid as exc:
-            raise _problem(src.rel, exc, invalid, limits.max_record_bytes) from exc
+            raise _problem(src.rel, exc, invalid, block - 1) from exc
         with src.open() as again:
             tier = numbering
             numbering = _Numbering(_NUMBERINGS[tier](again, len(header)), len(header))
@@ -296,7 +300,7 @@ def _tier(src: Source, c: Contract, info: FileInfo, numbering: str) -> Iterator[
                 except StopIteration:
                     break
                 except pa.ArrowInvalid as exc:
-                    raise _problem(src.rel, exc, invalid, limits.max_record_bytes) from exc
+                    raise _problem(src.rel, exc, invalid, block - 1) from exc
                 lines, bad_lines, bad_fields = numbering.take(rb.num_rows, invalid.pending)
                 frame = pl.from_arrow(rb).with_columns(pl.Series(ROW, lines)).rename(internal)
                 rejects = _malformed(bad_lines, bad_fields, invalid, len(header))
