@@ -9,14 +9,19 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipelines.lib import lake
+from pipelines.lib.contracts import contract
 from pipelines.lib.ingest.cross_row import SAMPLE_KEY, sample_key_hash
+from pipelines.lib.ingest.entries import typed_json
 from pipelines.lib.paths import DataHome
+from pipelines.lib.settings import DUCKDB_MEMORY
+from pipelines.lib.sqlfiles import sql_text
 
 # One 64-bit hash of each staged sample's key and its row number in its file, in the staged file's order.
 CLASH_PASS_ROWS = 4_000_000  # hashes compared at once, about (~0.2 GB with polars' group table)
@@ -107,3 +112,47 @@ def key_clashes(hashes_path: Path, dead_groups: set[int], pass_rows: int = CLASH
         shutil.rmtree(buckets, ignore_errors=True)
     empty = pl.DataFrame(schema={"pos": pl.Int64, "h": pl.UInt64, "row": pl.Int64})
     return pl.concat([empty, *found], how="vertical_relaxed").select("pos", "h", "row").sort("pos")
+
+
+def metric_repeats(
+    metrics_path: Path, file_order: dict[str, int], spill: Path, memory_limit: str = DUCKDB_MEMORY
+) -> pl.DataFrame:
+    """Prometheus samples repeated within the day (same series, same ts), every copy after the first
+    delivery, with ``kept_in`` (out of core, in DuckDB within ``memory_limit``)."""
+    con = duckdb.connect(config={"memory_limit": memory_limit, "temp_directory": str(spill)})
+    try:
+        con.execute("SET enable_progress_bar = false")
+        con.register(
+            "file_order",
+            pl.DataFrame(
+                {"source_file": list(file_order), "ord": list(file_order.values())},
+                schema={"source_file": pl.String, "ord": pl.Int64},
+            ),
+        )
+        return con.sql(
+            sql_text("transforms/metric_sample_repeats.sql"), params={"path": str(metrics_path)}
+        ).pl()
+    finally:
+        con.close()
+
+
+def exact_duplicates(samples_path: Path, clash: pl.DataFrame) -> pl.DataFrame:
+    """The rows whose key hashes clash (``clash``: rg, off, pos, ord, row), read back and compared exactly:
+    ``repeat`` marks every row that repeats an earlier delivery's key (staged order is delivery order),
+    ``kept_in_order`` the file kept."""
+    pf = pq.ParquetFile(samples_path)
+    parts = []
+    for (rg,), part in clash.group_by("rg"):
+        t = (
+            pl.from_arrow(pf.read_row_group(rg))
+            .with_row_index("off")
+            .with_columns(pl.col("off").cast(pl.Int64))
+        )
+        parts.append(part.join(t, on="off"))
+    rows = pl.concat(parts).sort("pos")
+    cols = [x.name for x in contract("utilisation_samples").landing_columns]
+    return rows.with_columns(
+        pl.col("ord").first().over(list(SAMPLE_KEY)).alias("kept_in_order"),
+        pl.struct(SAMPLE_KEY).is_first_distinct().not_().alias("repeat"),
+        typed_json(rows, cols).alias("raw_record"),
+    )
