@@ -92,6 +92,18 @@ def _start_worker(name: str, env: dict[str, str], log: Path) -> subprocess.Popen
     return proc
 
 
+def _background(cmd: list[str], env: dict[str, str]) -> subprocess.Popen:
+    """``cmd`` started and left running, its output captured as text."""
+    return subprocess.Popen(
+        cmd,
+        env={**os.environ, **env},
+        cwd=PROJECT_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def _stop(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
     if proc.poll() is None:
         os.killpg(proc.pid, sig)
@@ -104,6 +116,8 @@ def _sql(pg: int, query: str, *params) -> list[tuple]:
         cur = con.cursor()
         cur.execute(query, params)
         return cur.fetchall()
+    except psycopg2.errors.UndefinedTable:
+        return []  # the instance's tables are made by the first `fleet` that opens it
     finally:
         con.close()
 
@@ -152,14 +166,7 @@ def test_a_worker_killed_mid_day_then_a_rerun_equals_a_clean_run(pg, broker, lan
     env = _env(home, pg, broker, FLEET_WORKER_WAIT_S="10")
     worker = _start_worker("solo@%h", env, tmp_path / "solo.log")
     cmd = [str(BIN / "fleet"), "run", "--home", str(home.root), "--executor", "celery"]
-    first = subprocess.Popen(
-        cmd,
-        env={**os.environ, **env},
-        cwd=PROJECT_ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    first = _background(cmd, env)
     try:
         # Kill the worker (its whole process group, SIGKILL) once its day wrote something and is still going.
         deadline = time.monotonic() + 180
@@ -234,14 +241,7 @@ def test_a_frozen_worker_is_found_by_its_silence(pg, broker, landing, tmp_path):
     env = _env(home, pg, broker, FLEET_WORKER_SILENCE_S="6", FLEET_WORKER_WAIT_S="5")
     worker = _start_worker("frozen@%h", env, tmp_path / "frozen.log")
     cmd = [str(BIN / "fleet"), "run", "--home", str(home.root), "--executor", "celery", "--from", DAYS[0]]
-    p = subprocess.Popen(
-        cmd,
-        env={**os.environ, **env},
-        cwd=PROJECT_ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    p = _background(cmd, env)
     try:
         deadline = time.monotonic() + 120
         while not any(status == "STARTED" for _, status, _ in _day_runs(pg, home).values()):

@@ -9,7 +9,8 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
-from hypothesis import HealthCheck, given, settings
+import pytest
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from pipelines.lib.ingest import dedupe, ingest_day, reconciliation, table_for
@@ -222,6 +223,7 @@ def test_extra_fields_are_kept_only_for_rows_finally_accepted(landed, hw, small_
     dead=st.sets(st.integers(0, 5)),
     pass_rows=st.integers(1, 80),
 )
+@example(groups=[[0, 0, 0, 0, 0]], dead={0}, pass_rows=1)  # many passes, every group dead: nothing written
 def test_key_clashes_are_the_repeated_hashes_of_live_groups_in_any_number_of_passes(
     tmp_path, groups, dead, pass_rows
 ):
@@ -243,8 +245,9 @@ def test_key_clashes_are_the_repeated_hashes_of_live_groups_in_any_number_of_pas
     assert got.schema == pl.Schema({"pos": pl.Int64, "h": pl.UInt64, "row": pl.Int64})
 
 
-def test_key_clashes_on_a_large_staged_day_with_late_repeats_and_dead_groups(tmp_path):
-    # 1.2M hashes in 6 row groups, read in many passes: repeats placed in the last group and across
+@pytest.mark.parametrize("pass_rows", [150_000, 400_000])  # 8 passes (by remainder files), 3 (rescans)
+def test_key_clashes_on_a_large_staged_day_with_late_repeats_and_dead_groups(tmp_path, pass_rows):
+    # 1.2M hashes in 6 row groups, read in several passes: repeats placed in the last group and across
     # groups, one group dead (a file that fell back), compared with numpy's own count.
     rng = np.random.default_rng(3)
     h = rng.integers(0, 2**63, 1_200_000, dtype=np.uint64)
@@ -261,5 +264,5 @@ def test_key_clashes_on_a_large_staged_day_with_late_repeats_and_dead_groups(tmp
     live[600_000:800_000] = False
     values, counts = np.unique(h[live], return_counts=True)
     want = np.flatnonzero(live & np.isin(h, values[counts > 1]))
-    got = dedupe.key_clashes(path, dead, pass_rows=150_000)
+    got = dedupe.key_clashes(path, dead, pass_rows=pass_rows)
     assert got["pos"].to_list() == want.tolist() and len(want) == 12

@@ -106,7 +106,7 @@ def key_clashes(hashes_path: Path, dead_groups: set[int], pass_rows: int = CLASH
         )
         found = [
             pl.scan_parquet(part / "*.parquet").filter(pl.len().over("h") > 1).collect()
-            for part in sorted(buckets.iterdir())
+            for part in (sorted(buckets.iterdir()) if buckets.exists() else [])  # none: every group dead
         ]
     finally:
         shutil.rmtree(buckets, ignore_errors=True)
