@@ -220,6 +220,7 @@ def await_days(
             fail_dead_runs(instance)
             runs = instance.get_runs(filters=dg.RunsFilter(run_ids=list(pending)))
             watch.check(instance, [r for r in runs if r.status not in FINISHED])
+            # read again: the watch may have just failed some of them
             for run in instance.get_runs(filters=dg.RunsFilter(run_ids=list(pending))):
                 if run.status not in FINISHED:
                     continue
