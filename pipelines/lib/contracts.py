@@ -325,44 +325,52 @@ def _fmt(v: Any) -> str:
 PRIMARY_TIMESTAMP = TIMESTAMP_FORMATS[0]
 
 
-def _parse_text(col: Column, s: pl.Series) -> pl.Series:
-    """Parse text into the column's type; unparseable values become null. Fallbacks (surrounding spaces,
-    other timestamp spellings) are tried only on the values the first attempt could not parse."""
+def _first_parse(col: Column, x: pl.Expr) -> pl.Expr:
+    """The first parse of text into the column's type; what it leaves null (and is not null) gets the
+    type's fallback (``_FALLBACKS``) after."""
     if col.type == "string":
-        return s
+        return x
     if col.type == "timestamp":
-        return _retry(s, lambda x, fmt=PRIMARY_TIMESTAMP: _to_ts(x, fmt), _ts_fallback)
-    if col.type == "float64":
-        return _retry(
-            s,
-            lambda x: x.cast(pl.Float64, strict=False),
-            lambda x: x.str.strip_chars().cast(pl.Float64, strict=False),
-        )
-    if col.type in INT_RANGES:
-        return _integral(
-            col,
-            _retry(
-                s,
-                lambda x: x.cast(pl.Float64, strict=False),
-                lambda x: x.str.strip_chars().cast(pl.Float64, strict=False),
-            ),
-        )
+        return x.str.to_datetime(PRIMARY_TIMESTAMP, time_unit="us", time_zone="UTC", strict=False)
+    if col.type == "float64" or col.type in INT_RANGES:
+        return x.cast(pl.Float64, strict=False)
     if col.type == "bool":
-        low = s.str.strip_chars().str.to_lowercase()
+        low = x.str.strip_chars().str.to_lowercase()
         return (
-            pl.select(
-                pl.when(low.is_in(TRUE_WORDS))
-                .then(True)
-                .when(low.is_in(FALSE_WORDS))
-                .then(False)
-                .otherwise(None)
-            )
-            .to_series()
-            .alias(s.name)
+            pl.when(low.is_in(TRUE_WORDS)).then(True).when(low.is_in(FALSE_WORDS)).then(False).otherwise(None)
         )
     if col.type == "date":
-        return s.str.strip_chars().str.to_date("%Y-%m-%d", strict=False)
+        return x.str.strip_chars().str.to_date("%Y-%m-%d", strict=False)
     raise ContractError(f"no parser for type {col.type}")
+
+
+def _number_fallback(s: pl.Series) -> pl.Series:
+    return s.str.strip_chars().cast(pl.Float64, strict=False)
+
+
+def _parse_texts(texts: list[tuple[Column, pl.Series]]) -> dict[str, pl.Series]:
+    """Text columns parsed into their types (unparseable -> null): the first attempts of every column in
+    one select (polars spreads the columns over the cores), then fallbacks (surrounding spaces, other
+    timestamp spellings) only for the values a first attempt could not parse."""
+    if not texts:
+        return {}
+    frame = pl.DataFrame([s for _, s in texts])
+    firsts = frame.select(_first_parse(col, pl.col(s.name)).alias(s.name) for col, s in texts)
+    out = {}
+    for col, s in texts:
+        parsed = firsts.get_column(s.name)
+        fallback = _FALLBACKS.get(col.type)
+        # a null stays null, so more nulls after than before means some text did not parse
+        if fallback is not None and parsed.null_count() > s.null_count():
+            idx = (parsed.is_null() & s.is_not_null()).arg_true()
+            parsed = parsed.scatter(idx, fallback(s.gather(idx)))
+        out[s.name] = _integral(col, parsed) if col.type in INT_RANGES else parsed
+    return out
+
+
+def _parse_text(col: Column, s: pl.Series) -> pl.Series:
+    """Parse text into the column's type; unparseable values become null."""
+    return _parse_texts([(col, s)])[s.name]
 
 
 def _to_ts(s: pl.Series, fmt: str) -> pl.Series:
@@ -374,13 +382,9 @@ def _ts_fallback(s: pl.Series) -> pl.Series:
     return pl.select(pl.coalesce([_to_ts(s, f) for f in TIMESTAMP_FORMATS])).to_series()
 
 
-def _retry(s: pl.Series, first, fallback) -> pl.Series:
-    out = first(s)
-    todo = out.is_null() & s.is_not_null()
-    if todo.any():
-        idx = todo.arg_true()
-        out = out.scatter(idx, fallback(s.gather(idx)))
-    return out.alias(s.name)
+_FALLBACKS = {"timestamp": _ts_fallback, "float64": _number_fallback} | dict.fromkeys(
+    INT_RANGES, _number_fallback
+)
 
 
 def _integral(col: Column, f: pl.Series) -> pl.Series:
@@ -541,6 +545,8 @@ def _blank(col: Column, s: pl.Series, parsed: pl.Series) -> pl.Series:
         if lowest is None or lowest >= "!":
             return s.is_null()
         return s.is_null() | (s.str.len_bytes() == 0) | s.str.contains(_BLANK_TEXT).fill_null(False)
+    if parsed.null_count() == s.null_count():  # every value parsed; empty text never does
+        return s.is_null()
     blank = s.is_null() | (s.str.len_bytes() == 0)
     maybe = parsed.is_null() & s.is_not_null()
     if maybe.any():
@@ -626,7 +632,15 @@ def validate_rows(
         else pl.repeat(None, n, dtype=pl.String, eager=True).alias(col.name)
         for col in cols
     }
-    values = {col.name: parse_series(col, given[col.name]).alias(col.name) for col in cols}
+    texts = _parse_texts(
+        [(col, s) for col in cols if (s := given[col.name]).dtype == pl.String and s.null_count() < n]
+    )
+    values = {
+        col.name: (texts[col.name] if col.name in texts else parse_series(col, given[col.name])).alias(
+            col.name
+        )
+        for col in cols
+    }
     parsed = pl.DataFrame(list(values.values()))
     both = pl.DataFrame(
         [_blank(col, given[col.name], values[col.name]).alias(f"_b_{col.name}") for col in cols]
