@@ -13,6 +13,7 @@ fields is rejected alone (``bad_csv_row``), not the whole file.
 from __future__ import annotations
 
 import collections
+import contextlib
 import csv as pycsv
 import io
 from collections.abc import Iterator
@@ -35,6 +36,7 @@ from pipelines.lib.ingest.readers.base import (
     extras_json,
     fill,
     oversized,
+    prefetched,
     refuse_reserved,
 )
 
@@ -291,9 +293,12 @@ def _tier(src: Source, c: Contract, info: FileInfo, numbering: str) -> Iterator[
             )
         except pa.ArrowInvalid as exc:
             raise _problem(src.rel, exc, invalid, block - 1) from exc
-        with src.open() as again:
-            tier = numbering
-            numbering = _Numbering(_NUMBERINGS[tier](again, len(header)), len(header))
+        # the numbering pass reads the file again in a thread of its own, beside pyarrow's parse
+        with (
+            src.open() as again,
+            contextlib.closing(prefetched(_NUMBERINGS[numbering](again, len(header)))) as records,
+        ):
+            numbering = _Numbering(records, len(header))
             while True:
                 try:
                     rb = reader.read_next_batch()
