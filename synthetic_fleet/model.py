@@ -498,10 +498,13 @@ ARRAY_COLUMNS = (
 
 def _rows(x: pl.DataFrame, hw: Hw, coef: Coefficients) -> Rows:
     """The stages' inputs from the per-example frame."""
-    c = {k: x.get_column(k).cast(pl.Float64).fill_null(np.nan).to_numpy() for k in ARRAY_COLUMNS}
-    text = {
-        k: x.get_column(k).fill_null("").to_numpy().astype(str) for k in ("placement", "precision", "kernels")
-    }
+    texts = ("placement", "precision", "kernels")
+    got = x.select(
+        *(pl.col(k).cast(pl.Float64).fill_null(np.nan) for k in ARRAY_COLUMNS),
+        *(pl.col(k).fill_null("") for k in texts),
+    )
+    c = {k: got.get_column(k).to_numpy() for k in ARRAY_COLUMNS}
+    text = {k: got.get_column(k).to_numpy().astype(str) for k in texts}
     n_srv = np.maximum(np.nan_to_num(c["n_trainers"], nan=1.0), 1)
     placement = text["placement"]
     return Rows(
@@ -548,14 +551,15 @@ def predict_frame(frame: pl.DataFrame, hw: HardwareCatalog, coef: Coefficients =
     """
     base = _with_hardware(fit_frame(frame, hw), hw)
     x = _per_example(_with_defaults(base), coef)
-    arrays = Hw(**{k: x.get_column(f"hw_{k}").fill_null(np.nan).to_numpy() for k in HW_KEYS})
+    figures = x.select(pl.col(f"hw_{k}").fill_null(np.nan) for k in HW_KEYS)  # one select, not one per column
+    arrays = Hw(**{k: figures.get_column(f"hw_{k}").to_numpy() for k in HW_KEYS})
     fits = x.get_column("fits").fill_null(False).to_numpy()
     ps = hw.platform(hw.remote_ps_platform)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # masked branches of np.where
         out = _evaluate(_rows(x, arrays, coef), arrays, ps, coef, hw.hbm_reserve)
     keep = fits & np.isfinite(out["throughput_eps"]) & (out["throughput_eps"] > 0)
     cols = [
-        pl.Series(k, np.where(keep & np.isfinite(v), v, np.nan)).fill_nan(None)
+        pl.Series(k, np.where(keep & np.isfinite(v), v, np.nan), nan_to_null=True)
         for k, v in out.items()
         if k != "bottleneck"
     ]
