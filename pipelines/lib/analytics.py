@@ -70,16 +70,21 @@ def _exec(con: duckdb.DuckDBPyConnection, name: str, params: dict | None = None)
 
 def partition_relation(home: DataHome, table: str, day: str) -> Relation:
     """One day of a table as its Parquet files, which DuckDB scans out of core (an empty frame if none)."""
-    store = lake.store(home)
-    files = store.files(table, day)
-    return LakeFiles(tuple(files), store.remote) if files else contract(table).empty_frame()
+    return _lake_files(lake.store(home), table, day)
 
 
 def table_relation(home: DataHome, table: str) -> Relation:
     """A whole table (every day) as its current Parquet files (an empty frame if none)."""
-    store = lake.store(home)
-    files = store.files(table)
-    return LakeFiles(tuple(files), store.remote) if files else contract(table).empty_frame()
+    return _lake_files(lake.store(home), table, None)
+
+
+def _lake_files(store: lake.Lake, table: str, day: str | None) -> Relation:
+    """The current files of a table (of one day) as DuckDB reads them: local copies of an object store's
+    files where the lake keeps them (``Lake.readable``)."""
+    files = store.readable(store.files(table, day))
+    if not files:
+        return contract(table).empty_frame()
+    return LakeFiles(tuple(files), any(f.startswith("s3://") for f in files))
 
 
 def day_inputs(home: DataHome, day: str) -> tuple[pl.DataFrame, Relation]:

@@ -114,6 +114,20 @@ LEAST = {
 DEFAULT_LIMITS = IngestLimits()
 
 
+LAKE_CACHE_BYTES = 8 << 30
+
+
+def lake_cache_bytes(environ: Mapping[str, str]) -> int:
+    """How many bytes of local copies of an object-store lake's files a data home keeps
+    ($FLEET_LAKE_CACHE_BYTES; 0 reads the store directly every time)."""
+    text = environ.get("FLEET_LAKE_CACHE_BYTES", "").strip().replace("_", "")
+    if not text:
+        return LAKE_CACHE_BYTES
+    if not text.isdigit():
+        raise ValueError(f"$FLEET_LAKE_CACHE_BYTES={text!r}: expected a whole number of bytes (0 for none)")
+    return int(text)
+
+
 @dataclass(frozen=True)
 class Settings:
     """``home``: the data home and its lake ($FLEET_HOME, $FLEET_LAKE). ``executor``: where day runs execute,
@@ -122,7 +136,8 @@ class Settings:
     catalog's writer slot ($FLEET_POOL_WAIT_S); ``worker_wait_s``: the longest wait for a worker to take a
     day ($FLEET_WORKER_WAIT_S); ``worker_silence_s``: how long a worker holding a day may leave the
     broker's pings unanswered before its day is marked failed ($FLEET_WORKER_SILENCE_S). ``ingest``: the
-    limits of the ingest (``IngestLimits``)."""
+    limits of the ingest (``IngestLimits``). ``lake_cache_bytes``: the local copies of an object-store
+    lake's files a data home keeps ($FLEET_LAKE_CACHE_BYTES, see ``pipelines.lib.lake``)."""
 
     home: DataHome
     executor: Executor = "in_process"
@@ -131,6 +146,7 @@ class Settings:
     worker_wait_s: float = 600.0
     worker_silence_s: float = 60.0
     ingest: IngestLimits = IngestLimits()
+    lake_cache_bytes: int = LAKE_CACHE_BYTES
 
     def __post_init__(self) -> None:
         if self.executor not in EXECUTORS:
@@ -174,4 +190,5 @@ class Settings:
             worker_wait_s=seconds("FLEET_WORKER_WAIT_S", 600.0),
             worker_silence_s=seconds("FLEET_WORKER_SILENCE_S", 60.0),
             ingest=IngestLimits.resolve(env),
+            lake_cache_bytes=lake_cache_bytes(env),
         )

@@ -7,12 +7,15 @@ import datetime as dt
 import os
 import subprocess
 import threading
+import time
 import uuid
 from pathlib import Path
 
 import duckdb
 import polars as pl
+import pyarrow.parquet as pq
 import pytest
+from polars.testing import assert_frame_equal
 
 from pipelines.lib import lake
 from pipelines.lib.paths import DataHome
@@ -60,9 +63,16 @@ def test_the_night_on_object_storage_gives_the_local_nights_tables(tmp_path, s3_
         con.close()
 
 
-@pytest.mark.parametrize("backend", ["local", "s3"])
+def _store(tmp_path: Path, s3_lake: str, backend: str) -> lake.Lake:
+    """A local lake, a lake on the S3 server read directly, or one read through local copies."""
+    if backend == "local":
+        return lake.Lake(str(tmp_path / "lake"))
+    return lake.Lake(s3_lake, tmp_path / "cache", 1 << 30) if backend == "s3-cached" else lake.Lake(s3_lake)
+
+
+@pytest.mark.parametrize("backend", ["local", "s3", "s3-cached"])
 def test_writers_of_different_days_commit_together_of_the_same_day_one_at_a_time(tmp_path, s3_lake, backend):
-    store = lake.Lake(str(tmp_path / "lake") if backend == "local" else s3_lake)
+    store = _store(tmp_path, s3_lake, backend)
     table = "server_count_hist"
     store.publish_day(table, "2026-11-01", lake.to_arrow(_hist_rows(1), table))  # the table exists
     writers = {"a": ("2026-11-02", 2), "b": ("2026-11-03", 3), "c": ("2026-11-04", 4), "d": ("2026-11-04", 5)}
@@ -107,9 +117,9 @@ def _hist_rows(n: int) -> pl.DataFrame:
     )
 
 
-@pytest.mark.parametrize("backend", ["local", "s3"])
+@pytest.mark.parametrize("backend", ["local", "s3", "s3-cached"])
 def test_a_reader_polling_during_replaces_sees_the_old_or_the_new_day_only(tmp_path, s3_lake, backend):
-    store = lake.Lake(str(tmp_path / "lake") if backend == "local" else s3_lake)
+    store = _store(tmp_path, s3_lake, backend)
     table = "server_count_hist"
     small, big = lake.to_arrow(_hist_rows(2), table), lake.to_arrow(_hist_rows(7), table)
     store.publish_day(table, DAY, small)
@@ -135,6 +145,44 @@ def test_a_reader_polling_during_replaces_sees_the_old_or_the_new_day_only(tmp_p
         t.join(timeout=60)
     assert not errors, errors
     assert seen <= {2, 7} and len(seen) >= 1, seen
+
+
+def test_local_copies_of_the_stores_files_read_as_the_store_and_stay_within_their_bound(tmp_path, s3_lake):
+    table = "server_count_hist"
+    cache = tmp_path / "cache"
+    writer = lake.Lake(s3_lake, cache, 1 << 30)
+    staged = tmp_path / "staged.parquet"
+    pq.write_table(lake.to_arrow(_hist_rows(3), table), staged)
+    writer.publish_day(table, "2026-11-02", staged)  # a staged day: uploaded, then kept as the copy
+    writer.publish_day(table, "2026-11-03", lake.to_arrow(_hist_rows(4), table))  # a frame: the same
+    uris = writer.files(table)
+    paths = writer.readable(uris)
+    assert not staged.exists() and len(paths) == 2
+    assert all(Path(p).is_file() and Path(p).is_relative_to(cache) for p in paths)
+    assert not list(cache.rglob("*.part"))
+    direct = lake.Lake(s3_lake)  # no copies: the store itself
+    assert direct.readable(uris) == uris
+    assert_frame_equal(
+        writer.read(table).sort("day", "n_servers"), direct.read(table).sort("day", "n_servers")
+    )
+    # another machine's data home has no copies yet: the first read fetches them, the next reads them
+    other = lake.Lake(s3_lake, tmp_path / "other", 1 << 30)
+    assert_frame_equal(other.read(table, "2026-11-03"), direct.read(table, "2026-11-03"))
+    fetched = sorted((tmp_path / "other").rglob("*.parquet"))
+    assert (
+        len(fetched) == 1
+        and fetched[0].read_bytes()
+        == Path(writer.readable(direct.files(table, "2026-11-03"))[0]).read_bytes()
+    )
+    # over the bound, the least recently used copies go, but never one used within CACHE_KEEP_S
+    small = lake.Lake(s3_lake, cache, 1)
+    old, recent = sorted(paths)
+    long_ago = time.time() - lake.CACHE_KEEP_S - 60
+    os.utime(old, (long_ago, long_ago))
+    assert small.prune_cache() == [Path(old)]
+    assert not Path(old).exists() and Path(recent).exists()
+    assert small.read(table).height == 7  # a dropped copy is fetched again when read
+    assert Path(old).exists()
 
 
 def test_the_vacuum_keeps_what_the_published_catalog_reads(landed, hw):

@@ -15,6 +15,7 @@ def test_defaults_environment_and_flags_in_that_order(tmp_path):
         "512MB",
     )
     assert s.home.root == tmp_path and s.home.lake_uri == str(tmp_path / "lake")
+    assert s.lake_cache_bytes == 8 << 30
     env = {
         "FLEET_HOME": str(tmp_path / "h"),
         "FLEET_LAKE": "s3://bucket/lake",
@@ -24,6 +25,7 @@ def test_defaults_environment_and_flags_in_that_order(tmp_path):
         "FLEET_WORKER_WAIT_S": "7.5",
         "FLEET_WORKER_SILENCE_S": "20",
         "FLEET_DUCKDB_MEMORY": "2GB",
+        "FLEET_LAKE_CACHE_BYTES": "1_000_000",
     }
     s = Settings.resolve(environ=env)
     assert s.home.root == tmp_path / "h" and s.home.lake_uri == "s3://bucket/lake"
@@ -34,6 +36,7 @@ def test_defaults_environment_and_flags_in_that_order(tmp_path):
         s.worker_wait_s,
         s.worker_silence_s,
         s.ingest.duckdb_memory,
+        s.lake_cache_bytes,
     ) == (
         "celery",
         "redis://127.0.0.1:6379/0",
@@ -41,6 +44,7 @@ def test_defaults_environment_and_flags_in_that_order(tmp_path):
         7.5,
         20.0,
         "2GB",
+        1_000_000,
     )
     s = Settings.resolve(tmp_path, lake=str(tmp_path / "l"), executor="in_process", broker="", environ=env)
     assert s.home.root == tmp_path and s.home.lake_uri == str(tmp_path / "l") and s.executor == "in_process"
@@ -61,6 +65,10 @@ def test_defaults_environment_and_flags_in_that_order(tmp_path):
         ({"FLEET_BATCH_ROWS": "10"}, "batch_rows 10: expected a whole number >= 1,000"),
         ({"FLEET_MAX_RECORD_BYTES": "1MB"}, "$FLEET_MAX_RECORD_BYTES='1MB': expected a whole number"),
         ({"FLEET_LAKE": "gs://b/p"}, "a lake is a local folder or s3://bucket/prefix"),
+        (
+            {"FLEET_LAKE_CACHE_BYTES": "8GB"},
+            "$FLEET_LAKE_CACHE_BYTES='8GB': expected a whole number of bytes",
+        ),
     ],
 )
 def test_a_bad_value_is_named(tmp_path, env, message):

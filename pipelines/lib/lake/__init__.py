@@ -18,6 +18,7 @@ import datetime as dt
 import errno
 import functools
 import json
+import os
 import shutil
 import time
 import uuid
@@ -38,11 +39,13 @@ from pipelines.lib.lake import locks, s3
 from pipelines.lib.lake.s3 import storage_options
 from pipelines.lib.paths import DataHome
 from pipelines.lib.preflight import Unavailable
+from pipelines.lib.settings import lake_cache_bytes
 
 PART = "part-{}.parquet"
 COMMIT_WAIT_S = 600  # longest wait for another writer of the same day to commit
 COMMIT_LEASE_S = 120  # a commit lock a killed writer left is taken over after this (a commit takes < 1 s)
 VACUUM_RETENTION_HOURS = 24  # files a commit removed stay this long: analysts' open catalogs still read them
+CACHE_KEEP_S = 3600  # a cached copy used (read or written) this recently stays, whatever the cache's size
 
 __all__ = [
     "ConcurrentWrite",
@@ -78,11 +81,14 @@ def to_arrow(frame: pl.DataFrame, table: str) -> pa.Table:
 class Lake:
     """The lake at ``uri``: a local folder or ``s3://bucket/prefix``."""
 
-    def __init__(self, uri: str):
+    def __init__(self, uri: str, cache: Path | None = None, cache_bytes: int = 0):
         self.uri = uri.rstrip("/")
         self.remote = self.uri.startswith("s3://")
         self.options = storage_options() if self.remote else None
         self._fs: pafs.FileSystem | None = None
+        # Local copies of an object store's data files, which the product's own reads use (see ``readable``)
+        self.cache = cache if self.remote and cache is not None and cache_bytes > 0 else None
+        self.cache_bytes = cache_bytes
 
     def __repr__(self) -> str:  # never the credentials
         return f"Lake({self.uri!r})"
@@ -212,17 +218,29 @@ class Lake:
         )
 
     def _write(self, data: pa.Table | Path, target: str) -> int:
-        """Put ``data`` at ``target`` (a staged file is moved, or uploaded and removed); its rows."""
-        if not isinstance(data, Path):
+        """Put ``data`` at ``target`` (a staged file is moved, or uploaded and removed, or uploaded and kept
+        as the cache's copy); its rows."""
+        if not isinstance(data, Path) and self.cache is None:
             with self.fs.open_output_stream(target) as out:
                 pq.write_table(data, out, compression="zstd")
             return data.num_rows
+        if not isinstance(data, Path):  # written here first, then uploaded and kept as the cache's copy
+            part = self._cache_path(f"s3://{target}").with_suffix(f".{uuid.uuid4().hex[:8]}.part")
+            part.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                pq.write_table(data, part, compression="zstd")
+                return self._write(part, target)
+            finally:
+                part.unlink(missing_ok=True)
         rows = pq.ParquetFile(data).metadata.num_rows
         if self.remote:
             pafs.copy_files(
                 str(data), target, source_filesystem=pafs.LocalFileSystem(), destination_filesystem=self.fs
             )
-            data.unlink()
+            if self.cache is None:
+                data.unlink()
+            else:
+                self._keep(data, f"s3://{target}")
         else:
             try:
                 data.replace(target)
@@ -286,13 +304,89 @@ class Lake:
         if not files:
             empty = contract(table).empty_frame()
             return empty.select(columns) if columns else empty
+        paths = self.readable(files)
         return pl.read_parquet(
-            files,
+            paths,
             columns=columns,
-            storage_options=self.options,
+            storage_options=self.options if any(p.startswith("s3://") for p in paths) else None,
             hive_partitioning=False,
             missing_columns="insert",
         )
+
+    # ------------------------------------------------------------------ local copies of remote files
+
+    def readable(self, uris: list[str]) -> list[str]:
+        """Where to read the lake's data files ``uris`` from: on object storage with a cache, local copies
+        (downloaded once; a day the product wrote itself is copied as it is uploaded), which DuckDB and
+        polars read at disk speed instead of through Python's S3 client; else the URIs themselves.
+
+        Delta never rewrites a data file (a new version writes new files), so a copy stays right for as
+        long as its file exists. The cache is kept under ``cache_bytes`` by dropping the least recently
+        used copies, except those used in the last ``CACHE_KEEP_S`` seconds (a scan under way)."""
+        if self.cache is None:
+            return list(uris)
+        paths, fetched = [], False
+        for uri in uris:
+            path = self._cache_path(uri)
+            try:
+                os.utime(path)  # used now: kept by the pruning for a while
+            except FileNotFoundError:
+                part = path.with_suffix(f".{uuid.uuid4().hex[:8]}.part")
+                part.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    pafs.copy_files(
+                        self._fs_path(uri),
+                        str(part),
+                        source_filesystem=self.fs,
+                        destination_filesystem=pafs.LocalFileSystem(),
+                    )
+                    part.replace(path)
+                finally:
+                    part.unlink(missing_ok=True)
+                fetched = True
+            paths.append(str(path))
+        if fetched:
+            self.prune_cache()
+        return paths
+
+    def _cache_path(self, uri: str) -> Path:
+        assert self.cache is not None
+        return self.cache / uri.removeprefix("s3://")
+
+    def _keep(self, local: Path, uri: str) -> None:
+        """``local`` (just uploaded to ``uri``) becomes the cache's copy of it."""
+        path = self._cache_path(uri)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            local.replace(path)
+        except OSError as exc:  # staging and the cache on different filesystems: read back when needed
+            local.unlink(missing_ok=True)
+            if exc.errno != errno.EXDEV:
+                raise
+            return
+        self.prune_cache()
+
+    def prune_cache(self) -> list[Path]:
+        """Drop the least recently used copies until the cache is under ``cache_bytes`` (copies used in the
+        last ``CACHE_KEEP_S`` seconds stay); the copies dropped."""
+        if self.cache is None or not self.cache.exists():
+            return []
+        copies = []
+        for path in self.cache.rglob("*"):
+            with contextlib.suppress(FileNotFoundError):  # another process dropped it meanwhile
+                st = path.stat()
+                if path.is_file():
+                    copies.append((st.st_mtime, st.st_size, path))
+        total = sum(size for _, size, _ in copies)
+        recent = time.time() - CACHE_KEEP_S
+        dropped = []
+        for mtime, size, path in sorted(copies):
+            if total <= self.cache_bytes or mtime > recent:
+                break
+            path.unlink(missing_ok=True)
+            total -= size
+            dropped.append(path)
+        return dropped
 
     def version(self, table: str) -> int | None:
         """The table's current Delta version (None if it does not exist): a cache key of what it holds."""
@@ -346,13 +440,14 @@ def _rows(add: AddAction) -> int:
 
 
 @functools.cache
-def _lake(uri: str) -> Lake:
-    return Lake(uri)
+def _lake(uri: str, cache: Path, cache_bytes: int) -> Lake:
+    return Lake(uri, cache, cache_bytes)
 
 
 def store(home: DataHome) -> Lake:
-    """The lake of a data home."""
-    return _lake(home.lake_uri)
+    """The lake of a data home (on object storage, with its local copies in the home's cache/lake/, at
+    most $FLEET_LAKE_CACHE_BYTES of them)."""
+    return _lake(home.lake_uri, home.root / "cache" / "lake", lake_cache_bytes(os.environ))
 
 
 def write_partition(home: DataHome, table: str, day: str, frame: pl.DataFrame) -> str:
