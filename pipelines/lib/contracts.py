@@ -387,32 +387,44 @@ _FALLBACKS = {"timestamp": _ts_fallback, "float64": _number_fallback} | dict.fro
 )
 
 
-def _integral(col: Column, f: pl.Series) -> pl.Series:
+def _integral_expr(col: Column, f: pl.Expr) -> pl.Expr:
+    """``f`` (float) as the column's integer type where it holds a whole number in range, else null."""
     lo, hi = INT_RANGES[col.type]
     ok = f.is_finite() & (f == f.round(0)) & (f >= lo) & (f <= hi)
-    return pl.select(pl.when(ok).then(f).otherwise(None).cast(col.polars_type)).to_series().alias(f.name)
+    return pl.when(ok).then(f).otherwise(None).cast(col.polars_type)
+
+
+def _integral(col: Column, f: pl.Series) -> pl.Series:
+    return f.to_frame().select(_integral_expr(col, pl.col(f.name))).to_series().alias(f.name)
+
+
+def _typed(col: Column, dtype: pl.DataType, x: pl.Expr) -> pl.Expr | None:
+    """How typed input (Parquet, JSON numbers) of ``dtype`` becomes the column's type: numbers are cast,
+    timestamps normalised to UTC microseconds; None when its values must be parsed as text."""
+    if col.type == "timestamp" and isinstance(dtype, pl.Datetime):
+        utc = x.dt.convert_time_zone("UTC") if dtype.time_zone else x.dt.replace_time_zone("UTC")
+        return utc.dt.cast_time_unit("us")
+    if col.type == "string" and not dtype.is_temporal():
+        return x.cast(pl.String)
+    if col.type == "float64" and dtype.is_numeric():
+        return x.cast(pl.Float64)
+    if col.type in INT_RANGES and dtype.is_numeric():
+        return _integral_expr(col, x.cast(pl.Float64))
+    if (col.type, dtype) in (("bool", pl.Boolean), ("date", pl.Date)):
+        return x
+    return None
 
 
 def parse_series(col: Column, s: pl.Series) -> pl.Series:
-    """A column's values in its declared type, parsed once. Typed input (Parquet) keeps its values:
-    numbers are cast, timestamps normalised to UTC microseconds; text is parsed. Unparseable -> null."""
+    """A column's values in its declared type, parsed once. Typed input (Parquet) keeps its values
+    (``_typed``); text is parsed. Unparseable -> null."""
     if s.dtype == pl.Null or s.null_count() == s.len():  # e.g. a nullable column the file leaves out
         return pl.repeat(None, s.len(), dtype=col.polars_type, eager=True).alias(s.name)
     if s.dtype == pl.String:
         return _parse_text(col, s)
-    if col.type == "timestamp" and isinstance(s.dtype, pl.Datetime):
-        utc = s.dt.convert_time_zone("UTC") if s.dtype.time_zone else s.dt.replace_time_zone("UTC")
-        return utc.dt.cast_time_unit("us")
-    if col.type == "string" and not s.dtype.is_temporal():
-        return s.cast(pl.String)
-    if col.type == "float64" and s.dtype.is_numeric():
-        return s.cast(pl.Float64)
-    if col.type in INT_RANGES and s.dtype.is_numeric():
-        return _integral(col, s.cast(pl.Float64))
-    if col.type == "bool" and s.dtype == pl.Boolean:
-        return s
-    if col.type == "date" and s.dtype == pl.Date:
-        return s
+    typed = _typed(col, s.dtype, pl.col(s.name))
+    if typed is not None:
+        return s.to_frame().select(typed).to_series().alias(s.name)
     return _parse_text(col, _as_text(s))
 
 
@@ -635,15 +647,35 @@ def validate_rows(
     texts = _parse_texts(
         [(col, s) for col in cols if (s := given[col.name]).dtype == pl.String and s.null_count() < n]
     )
-    values = {
-        col.name: (texts[col.name] if col.name in texts else parse_series(col, given[col.name])).alias(
-            col.name
+    # typed and missing columns: converted, and their blanks (nulls) found, in one select over the columns
+    exprs: dict[str, pl.Expr] = {}
+    for col in cols:
+        s = given[col.name]
+        if col.name in texts:
+            continue
+        if s.dtype == pl.Null or s.null_count() == n:
+            exprs[col.name] = pl.repeat(None, pl.len(), dtype=col.polars_type)
+        elif s.dtype != pl.String and (typed_expr := _typed(col, s.dtype, pl.col(col.name))) is not None:
+            exprs[col.name] = typed_expr
+    converted = (
+        pl.DataFrame(list(given.values())).select(
+            *(e.alias(name) for name, e in exprs.items()),
+            *(pl.col(name).is_null().alias(f"_b_{name}") for name in exprs),
         )
-        for col in cols
-    }
-    parsed = pl.DataFrame(list(values.values()))
+        if exprs
+        else None
+    )
+    values, blanks = {}, {}
+    for col in cols:
+        if col.name in exprs:
+            values[col.name] = converted.get_column(col.name)
+            blanks[col.name] = converted.get_column(f"_b_{col.name}")
+            continue
+        values[col.name] = texts[col.name] if col.name in texts else parse_series(col, given[col.name])
+        blanks[col.name] = _blank(col, given[col.name], values[col.name])
+    parsed = pl.DataFrame([values[col.name].alias(col.name) for col in cols])
     both = pl.DataFrame(
-        [_blank(col, given[col.name], values[col.name]).alias(f"_b_{col.name}") for col in cols]
+        [blanks[col.name].alias(f"_b_{col.name}") for col in cols]
         + [parsed[col.name].alias(f"_p_{col.name}") for col in cols]
     )
     clean = _clean_columns(both, cols)

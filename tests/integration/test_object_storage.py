@@ -34,10 +34,14 @@ def _homes(tmp_path, s3_lake) -> tuple[DataHome, DataHome]:
 
 
 @pytest.mark.slow
-def test_the_night_on_object_storage_gives_the_local_nights_tables(tmp_path, s3_lake, hw, models):
+@pytest.mark.parametrize("cache_bytes", ["0", str(8 << 30)], ids=["store-read-directly", "local-copies"])
+def test_the_night_on_object_storage_gives_the_local_nights_tables(
+    tmp_path, s3_lake, hw, models, cache_bytes, monkeypatch
+):
     from pipelines.orchestrate import run_pipeline
     from synthetic_fleet.sampler import sample_day
 
+    monkeypatch.setenv("FLEET_LAKE_CACHE_BYTES", cache_bytes)
     local, remote = _homes(tmp_path, s3_lake)
     days = ["2026-11-20", "2026-11-21"]
     for i, day in enumerate(days):
@@ -54,6 +58,8 @@ def test_the_night_on_object_storage_gives_the_local_nights_tables(tmp_path, s3_
     for t in want:
         _assert_same(got[t], want[t], t)
     assert want["runs"].height == 20 and want["quarantine"].height > 0
+    copies = list((remote.root / "cache" / "lake").rglob("*.parquet"))
+    assert bool(copies) == (cache_bytes != "0")  # the day's files were read from local copies, or not at all
     # The analyst catalog's views read the object store through the product's registered filesystem.
     con = duckdb.connect(str(remote.catalog_path), read_only=True)
     try:
