@@ -359,10 +359,8 @@ class Lake:
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
             local.replace(path)
-        except OSError as exc:  # staging and the cache on different filesystems: read back when needed
+        except OSError:  # on another filesystem than staging, say: the copy is fetched when first read
             local.unlink(missing_ok=True)
-            if exc.errno != errno.EXDEV:
-                raise
             return
         self.prune_cache()
 
@@ -383,9 +381,12 @@ class Lake:
         for mtime, size, path in sorted(copies):
             if total <= self.cache_bytes or mtime > recent:
                 break
-            path.unlink(missing_ok=True)
-            total -= size
-            dropped.append(path)
+            with contextlib.suppress(FileNotFoundError):
+                if path.stat().st_mtime > recent:  # a reader took it up since the listing
+                    continue
+                path.unlink()
+                total -= size
+                dropped.append(path)
         return dropped
 
     def version(self, table: str) -> int | None:
