@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from polars.testing import assert_frame_equal
 
 from pipelines.defs.metadata import table_schema
 from pipelines.lib import contracts as contracts_module
@@ -352,3 +353,63 @@ def test_column_statistics_on_a_large_batch_with_one_late_fault(late):
     assert fast.rejected["_row_number"].to_list() == [n - 1]
     assert fast.accepted.equals(slow.accepted, null_equal=True)
     assert fast.rejected.equals(slow.rejected, null_equal=True)
+
+
+# ------------------------------------------------------------ a row's verdict does not depend on its batch
+
+_TEXT = {
+    "string": ["a", "x y", "", " ", "  lead", "é", None],
+    "timestamp": [
+        "2026-01-01T00:00:00Z",
+        " 2026-01-01T00:00:05Z ",
+        "2026-01-01 00:00:10",
+        "2026-01-01T00:00:00+02:00",
+        "1999-01-01T00:00:00Z",
+        "bad",
+        "",
+        " ",
+        None,
+    ],
+    "float64": ["0.5", " 0.25 ", "1", "-0.1", "1e400", "nan", "inf", "abc", "\t0.3\n", "", "  ", None],
+    "int32": ["1", " 2 ", "1.0", "1.5", "-1", "99999999999", "3e2", "x", "", None],
+    "bool": ["true", " Yes ", "0", "no", "maybe", "", None],
+    "date": ["2026-01-01", " 2026-01-02 ", "2026-13-01", "", None],
+}
+_TYPED_FLOATS = [0.5, 1.0, -0.1, 2.0, math.nan, math.inf, None]
+
+
+@st.composite
+def _batches(draw, table: str) -> pl.DataFrame:
+    """A batch of landing rows as text (CSV, JSON strings), some float columns typed (Parquet, JSON
+    numbers), some columns absent: every value either clean or hostile in the ways the parsers handle."""
+    c = contract(table)
+    n = draw(st.integers(1, 8))
+    cols = []
+    for col in c.landing_columns:
+        if draw(st.integers(0, 5)) == 0:
+            continue  # absent from the file
+        if col.type == "float64" and draw(st.booleans()):
+            values = draw(st.lists(st.sampled_from(_TYPED_FLOATS), min_size=n, max_size=n))
+            cols.append(pl.Series(col.name, values, dtype=pl.Float64))
+            continue
+        pool = list(col.enum) + ["other", "", None] if col.enum else _TEXT[col.type]
+        values = draw(st.lists(st.sampled_from(pool), min_size=n, max_size=n))
+        cols.append(pl.Series(col.name, values, dtype=pl.String))
+    return pl.DataFrame({"__row": pl.int_range(n, eager=True)}).with_columns(cols)
+
+
+@pytest.mark.parametrize("table", ["utilisation_samples", "runs"])
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_a_rows_verdict_does_not_depend_on_its_batch(table, data):
+    """Validation works on whole columns (one select for every column's first parse, fallbacks only where
+    it failed, shortcuts for columns that parsed or are absent): each row of a batch must get exactly the
+    verdict it gets alone."""
+    c = contract(table)
+    frame = data.draw(_batches(table))
+    whole = validate_rows(frame, c, carry=("__row",))
+    alone = [validate_rows(frame.slice(i, 1), c, carry=("__row",)) for i in range(frame.height)]
+    assert whole.accepted.height + whole.rejected.height == frame.height
+    for part, got in (("accepted", whole.accepted), ("rejected", whole.rejected)):
+        want = pl.concat([getattr(v, part) for v in alone], how="vertical_relaxed")
+        assert_frame_equal(got.sort("__row"), want.sort("__row"), check_dtypes=False)
