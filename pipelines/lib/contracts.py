@@ -415,19 +415,6 @@ def _typed(col: Column, dtype: pl.DataType, x: pl.Expr) -> pl.Expr | None:
     return None
 
 
-def parse_series(col: Column, s: pl.Series) -> pl.Series:
-    """A column's values in its declared type, parsed once. Typed input (Parquet) keeps its values
-    (``_typed``); text is parsed. Unparseable -> null."""
-    if s.dtype == pl.Null or s.null_count() == s.len():  # e.g. a nullable column the file leaves out
-        return pl.repeat(None, s.len(), dtype=col.polars_type, eager=True).alias(s.name)
-    if s.dtype == pl.String:
-        return _parse_text(col, s)
-    typed = _typed(col, s.dtype, pl.col(s.name))
-    if typed is not None:
-        return s.to_frame().select(typed).to_series().alias(s.name)
-    return _parse_text(col, _as_text(s))
-
-
 def _as_text(s: pl.Series) -> pl.Series:
     if isinstance(s.dtype, pl.Datetime):
         return s.dt.to_string("%Y-%m-%dT%H:%M:%S%.6f" + ("Z" if s.dtype.time_zone else ""))
@@ -671,7 +658,10 @@ def validate_rows(
             values[col.name] = converted.get_column(col.name)
             blanks[col.name] = converted.get_column(f"_b_{col.name}")
             continue
-        values[col.name] = texts[col.name] if col.name in texts else parse_series(col, given[col.name])
+        # typed values no conversion reads as this type (a time for a number, say): parsed as their text
+        values[col.name] = (
+            texts[col.name] if col.name in texts else _parse_text(col, _as_text(given[col.name]))
+        )
         blanks[col.name] = _blank(col, given[col.name], values[col.name])
     parsed = pl.DataFrame([values[col.name].alias(col.name) for col in cols])
     both = pl.DataFrame(
