@@ -21,6 +21,7 @@ Outliers (``server_outliers``) are found in SQL (sql/transforms/server_outliers.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,6 +116,40 @@ def server_outliers(
     return contract("server_outliers").conform(out)
 
 
+# -------------------------------------------------------------------------------------------- a day
+
+WASTE_TABLES = ("run_efficiency", "server_outliers")
+
+
+def day_waste(
+    runs: pl.DataFrame,
+    stats: pl.DataFrame | None,
+    windows: analytics.Relation,
+    day: str,
+    hw: HardwareCatalog,
+    models: dict[str, ModelSpec],
+    targets: Targets,
+    tables: Sequence[str] | set[str] = WASTE_TABLES,
+) -> dict[str, pl.DataFrame]:
+    """The day's waste tables named in ``tables`` (``stats``, run_role_stats, is needed for run_efficiency
+    only). The outliers' SQL runs in a thread beside the right-sizing, which is mostly one core of polars
+    (DuckDB frees the GIL)."""
+    out: dict[str, pl.DataFrame] = {}
+    with ThreadPoolExecutor(1) as beside:
+        outliers = (
+            beside.submit(server_outliers, runs, windows, day, targets)
+            if "server_outliers" in tables
+            else None
+        )
+        if "run_efficiency" in tables:
+            if stats is None:
+                raise ValueError("run_efficiency needs the day's run_role_stats")
+            out["run_efficiency"] = run_efficiency(runs, stats, windows, day, hw, models, targets)
+        if outliers is not None:
+            out["server_outliers"] = outliers.result()
+    return out
+
+
 # -------------------------------------------------------------------------------------- right-sizing
 
 
@@ -128,6 +163,25 @@ def run_efficiency(
     targets: Targets,
 ) -> pl.DataFrame:
     """One day's right-sizing per run and role, from its runs, run_role_stats and server_windows."""
+    with ThreadPoolExecutor(1) as beside:  # DuckDB frees the GIL: the imbalance SQL runs beside the sizing
+        imbalance = beside.submit(_role_imbalance, windows)
+        return _run_efficiency(runs, stats, imbalance, day, hw, models, targets)
+
+
+def _role_imbalance(windows: analytics.Relation) -> pl.DataFrame:
+    with analytics.connection(server_windows=windows) as con:
+        return con.sql(sql_text("transforms/role_imbalance.sql")).pl()
+
+
+def _run_efficiency(
+    runs: pl.DataFrame,
+    stats: pl.DataFrame,
+    imbalance: Future[pl.DataFrame],
+    day: str,
+    hw: HardwareCatalog,
+    models: dict[str, ModelSpec],
+    targets: Targets,
+) -> pl.DataFrame:
     pairs = _held(runs).join(_observed(stats), on=["run_id", "role"], how="left")
     seen = pl.any_horizontal(pl.col(f"p95_{r}").is_not_null() for r in resources())
     known = runs.filter(_workload_known(hw))
@@ -144,13 +198,11 @@ def run_efficiency(
     if not any(p.height for p in parts):
         return contract("run_efficiency").empty_frame()
     sized = pl.concat([pl.DataFrame(schema=SIZED), *(p for p in parts if p.height)], how="diagonal_relaxed")
-    with analytics.connection(server_windows=windows) as con:
-        imbalance = con.sql(sql_text("transforms/role_imbalance.sql")).pl()
     out = (
         pairs.select("run_id", "role", *RUN_FIELDS)
         .join(sized, on=["run_id", "role"])
         .join(
-            imbalance.rename({"resource": "binding_resource"}),
+            imbalance.result().rename({"resource": "binding_resource"}),
             on=["run_id", "role", "binding_resource"],
             how="left",
         )

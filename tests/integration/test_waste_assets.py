@@ -48,7 +48,7 @@ def test_waste_assets_report_per_day_and_merged_totals(materialized, definitions
             partition_key=DAY,
             instance=instance,
             resources={"fleet": FleetHome(home=str(home.root))},
-            run_config={"ops": {"run_efficiency": {"config": {"target_p95_util": 0.5}}}},
+            run_config={"ops": {"day_waste": {"config": {"target_p95_util": 0.5}}}},
         )
     assert res.success
     strict = lake.read_partition(home, "run_efficiency", DAY)

@@ -240,7 +240,8 @@ def _analysed(fleet, day: str, hw, models, drop_workload: bool):
 def test_days_merge_a_run_depends_on_its_own_day_only(
     tmp_path_factory, hw, models, seeds, runs_per_day, drop_workload
 ):
-    """Right-sizing and outliers computed day by day equal those computed over the pooled days, and the
+    """Right-sizing and outliers computed day by day (both at once, as the nightly step does) equal those
+    computed over the pooled days (one at a time), and the
     merged fleet totals (waste_summary over the per-day files) equal the totals of the pooled rows."""
     home = DataHome.resolve(tmp_path_factory.mktemp("merge"))
     targets = waste.Targets.defaults()
@@ -252,8 +253,9 @@ def test_days_merge_a_run_depends_on_its_own_day_only(
         )
         windows = analytics.server_windows(samples, day)
         stats = analytics.run_role_stats(runs, samples, day, windows)
-        eff = waste.run_efficiency(runs, stats, windows, day, hw, models, targets)
-        found = waste.server_outliers(runs, windows, day, targets)
+        # the day as the nightly step computes it (both tables at once); pooled below, one at a time
+        both = waste.day_waste(runs, stats, windows, day, hw, models, targets)
+        eff, found = both["run_efficiency"], both["server_outliers"]
         lake.write_partition(home, "run_efficiency", day, eff)
         lake.write_partition(home, "server_outliers", day, found)
         per_day.append((eff, found))
@@ -285,3 +287,17 @@ def test_days_merge_a_run_depends_on_its_own_day_only(
     )
     assert by_role.drop("outlier_servers").sort("role").equals(want.sort("role"))
     assert by_role["outlier_servers"].sum() == pooled_out.height
+
+
+def test_a_days_waste_computes_only_the_tables_asked_for(hw, models):
+    day = "2026-11-03"
+    runs, samples = _analysed(sample_day(day, 3, 7, hw, models), day, hw, models, False)
+    windows = analytics.server_windows(samples, day)
+    targets = waste.Targets.defaults()
+    only = waste.day_waste(runs, None, windows, day, hw, models, targets, {"server_outliers"})
+    assert only.keys() == {"server_outliers"}
+    got, want = only["server_outliers"], waste.server_outliers(runs, windows, day, targets)
+    assert got.height == want.height > 0
+    assert got.drop(pl.selectors.float()).equals(want.drop(pl.selectors.float()))
+    with pytest.raises(ValueError, match="run_role_stats"):
+        waste.day_waste(runs, None, windows, day, hw, models, targets, {"run_efficiency"})

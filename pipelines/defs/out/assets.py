@@ -28,9 +28,10 @@ def _daily(name: str, deps: list[str], kinds: set[str]):
     )
 
 
-def _written(path, frame, **extra) -> dg.MaterializeResult:
+def _written(path, frame, asset_key: str | None = None, **extra) -> dg.MaterializeResult:
     return dg.MaterializeResult(
-        metadata={"dagster/row_count": frame.height, "path": dg.MetadataValue.path(str(path)), **extra}
+        asset_key=asset_key,
+        metadata={"dagster/row_count": frame.height, "path": dg.MetadataValue.path(str(path)), **extra},
     )
 
 

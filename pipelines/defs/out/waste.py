@@ -5,9 +5,11 @@ import dagster as dg
 import polars as pl
 
 from pipelines.defs.metadata import OWNERS, description, preview, spec_metadata
-from pipelines.defs.out.assets import FRESHNESS, _daily, _written
+from pipelines.defs.out.assets import FRESHNESS, _written
+from pipelines.defs.partitions import LANDING_DAYS
 from pipelines.defs.resources import FleetHome
 from pipelines.lib import analytics, lake, waste
+from pipelines.lib.paths import DataHome
 
 
 class WasteTargets(dg.Config):
@@ -27,22 +29,55 @@ def _kw(watts: pl.Series) -> float:
     return round(float(watts.sum() or 0) / 1000, 1)
 
 
-@_daily("run_efficiency", ["runs", "run_role_stats", "server_windows"], {"polars", "parquet"})
-def run_efficiency(
-    context: dg.AssetExecutionContext, fleet: FleetHome, config: WasteTargets
-) -> dg.MaterializeResult:
-    """Right-sizing per run and role of the day: servers and provisioned kW recoverable."""
+def _spec(name: str, deps: list[str], kinds: set[str]) -> dg.AssetSpec:
+    return dg.AssetSpec(
+        name,
+        deps=deps,
+        group_name="out",
+        kinds=kinds,
+        owners=OWNERS,
+        description=description(name),
+        metadata=spec_metadata(name),
+        tags={"layer": "out"},
+        freshness_policy=FRESHNESS,
+    )
+
+
+@dg.multi_asset(
+    name="day_waste",
+    specs=[
+        _spec("run_efficiency", ["runs", "run_role_stats", "server_windows"], {"polars", "parquet"}),
+        _spec("server_outliers", ["runs", "server_windows"], {"duckdb", "parquet"}),
+    ],
+    partitions_def=LANDING_DAYS,
+    can_subset=True,
+)
+def day_waste(context: dg.AssetExecutionContext, fleet: FleetHome, config: WasteTargets):
+    """The day's waste analyses, in one step so that the outliers' SQL runs beside the right-sizing:
+    right-sizing per run and role (servers and provisioned kW recoverable), and stragglers and hot shards
+    (which server, how long, how far off)."""
     day = context.partition_key
     home = fleet.data_home()
-    eff = waste.run_efficiency(
+    wanted = {k.to_user_string() for k in context.selected_asset_keys}
+    found = waste.day_waste(
         lake.read_partition(home, "runs", day),
-        lake.read_partition(home, "run_role_stats", day),
+        lake.read_partition(home, "run_role_stats", day) if "run_efficiency" in wanted else None,
         analytics.partition_relation(home, "server_windows", day),
         day,
         fleet.hardware(),
         fleet.models(),
         config.targets(),
+        wanted,
     )
+    if "run_efficiency" in found:
+        yield _efficiency_result(home, day, found["run_efficiency"], config)
+    if "server_outliers" in found:
+        yield _outliers_result(home, day, found["server_outliers"])
+
+
+def _efficiency_result(
+    home: DataHome, day: str, eff: pl.DataFrame, config: WasteTargets
+) -> dg.MaterializeResult:
     by_role = eff.group_by("role").agg(
         pl.col("n_servers").sum(),
         pl.col("servers_recoverable").sum(),
@@ -54,6 +89,7 @@ def run_efficiency(
     return _written(
         lake.write_partition(home, "run_efficiency", day, eff),
         eff,
+        asset_key="run_efficiency",
         servers_recoverable=int(eff["servers_recoverable"].sum() or 0),
         provisioned_kw_recoverable=_kw(eff["provisioned_w_recoverable"]),
         servers_held=int(eff["n_servers"].sum() or 0),
@@ -66,23 +102,12 @@ def run_efficiency(
     )
 
 
-@_daily("server_outliers", ["runs", "server_windows"], {"duckdb", "parquet"})
-def server_outliers(
-    context: dg.AssetExecutionContext, fleet: FleetHome, config: WasteTargets
-) -> dg.MaterializeResult:
-    """Stragglers and hot shards of the day, with which server, how long and how far off."""
-    day = context.partition_key
-    home = fleet.data_home()
-    found = waste.server_outliers(
-        lake.read_partition(home, "runs", day),
-        analytics.partition_relation(home, "server_windows", day),
-        day,
-        config.targets(),
-    )
+def _outliers_result(home: DataHome, day: str, found: pl.DataFrame) -> dg.MaterializeResult:
     kinds = found["kind"]
     return _written(
         lake.write_partition(home, "server_outliers", day, found),
         found,
+        asset_key="server_outliers",
         stragglers=int((kinds == "straggler").sum()),
         hot_shards=int((kinds == "hot_shard").sum()),
         runs_flagged=found["run_id"].n_unique(),
