@@ -15,6 +15,7 @@ import altair as alt
 import polars as pl
 
 from dashboards import charts
+from dashboards.vega_render import Renderers
 from pipelines.lib import cache, fileio, lake
 from pipelines.lib.contracts import contract, resources
 from pipelines.lib.paths import DataHome
@@ -635,25 +636,22 @@ def write_report(
     home: DataHome, out_dir: Path, first: str | None = None, last: str | None = None
 ) -> ReportArtifacts:
     """Build the report into ``out_dir``: fleet_report.html and charts/<name>.png|.svg."""
-    import vl_convert
-
-    inputs = gather(home, first, last)
-    built = build_charts(inputs)
-    exported = build_charts(inputs, static=True, page=built)
-    specs, files, pngs, svgs = {}, {}, [], []
-    for name, chart in built.items():
-        # Altair's schema validation was a fifth of the report's time; the specs come from fixed code, and a
-        # test validates every chart of both renderings (tests/e2e/test_report_views.py)
-        specs[name] = chart.to_dict(validate=False)
-        static = exported[name].to_dict(validate=False)
-        png, svg = out_dir / "charts" / f"{name}.png", out_dir / "charts" / f"{name}.svg"
-        drawing = vl_convert.vegalite_to_svg(static)
-        fileio.write_text(svg, drawing)
-        # the PNG rasterises that SVG: the same bytes as vegalite_to_png, without running Vega again
-        fileio.write_bytes(png, vl_convert.svg_to_png(drawing, scale=1.5))
-        pngs.append(png)
-        svgs.append(svg)
-        files[name] = (f"charts/{name}.png", f"charts/{name}.svg")
+    with Renderers() as renderers:  # they start now, beside the queries and the chart building
+        inputs = gather(home, first, last)
+        built = build_charts(inputs)
+        exported = build_charts(inputs, static=True, page=built)
+        specs, files, pngs, svgs = {}, {}, [], []
+        for name, chart in built.items():
+            # Altair's schema validation was a fifth of the report's time; the specs come from fixed code, and
+            # a test validates every chart of both renderings (tests/e2e/test_report_views.py)
+            specs[name] = chart.to_dict(validate=False)
+            png, svg = out_dir / "charts" / f"{name}.png", out_dir / "charts" / f"{name}.svg"
+            renderers.submit(name, exported[name].to_dict(validate=False), svg, png)
+            pngs.append(png)
+            svgs.append(svg)
+            files[name] = (f"charts/{name}.png", f"charts/{name}.svg")
+        page = render_html(home, inputs, specs, files)
+        renderers.wait()
     target = out_dir / "fleet_report.html"
-    fileio.write_text(target, render_html(home, inputs, specs, files))
+    fileio.write_text(target, page)
     return ReportArtifacts(target, pngs, svgs)

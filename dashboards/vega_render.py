@@ -1,0 +1,144 @@
+"""Charts rendered to SVG and PNG in helper processes, one per core: vl_convert holds the GIL while it runs
+Vega, so threads would not spread the renders, and a helper's start (Vega's runtime, 0.3 s) overlaps the
+report's queries and chart building.
+
+A helper is this module run as ``python -m dashboards.vega_render``: it reads one job per line on stdin
+(``<spec.json> <svg> <png>``, paths), writes the SVG and the PNG rasterised from it (atomically), and
+answers one line per job: ``ok`` or ``error <message>``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from types import TracebackType
+
+import dashboards
+
+PNG_SCALE = 1.5
+MAX_HELPERS = 4
+MAX_MESSAGE = 400  # characters of a helper's error kept (Vega's own run long with its stack)
+
+
+class RenderError(RuntimeError):
+    """A chart could not be rendered (its name and the renderer's message)."""
+
+
+class Renderers:
+    """Helper processes that render charts; ``submit`` queues a chart, ``wait`` returns once every queued
+    chart is written (or raises RenderError naming the first that failed). Use as a context manager: the
+    helpers are stopped on exit."""
+
+    def __init__(self, helpers: int | None = None):
+        cores = len(os.sched_getaffinity(0))
+        self.size = max(1, min(helpers or cores, MAX_HELPERS))
+        self._tmp = tempfile.TemporaryDirectory(prefix="vega-")
+        root = str(Path(dashboards.__file__).resolve().parents[1])
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
+        }
+        self._procs = [
+            subprocess.Popen(
+                [sys.executable, "-m", "dashboards.vega_render"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                env=env,
+                text=True,
+                bufsize=1,
+            )
+            for _ in range(self.size)
+        ]
+        self._queued: list[list[str]] = [[] for _ in self._procs]  # chart names, in order, per helper
+        self._load = [0] * self.size  # bytes of spec queued per helper: the next chart goes to the least
+        self._jobs = itertools.count()
+
+    def submit(self, name: str, spec: dict, svg: Path, png: Path) -> None:
+        text = json.dumps(spec)
+        path = Path(self._tmp.name) / f"{next(self._jobs)}.json"
+        path.write_text(text, encoding="utf-8")
+        i = self._load.index(min(self._load))
+        self._load[i] += len(text)
+        self._queued[i].append(name)
+        proc = self._procs[i]
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(f"{json.dumps([str(path), str(svg), str(png)])}\n")
+        except OSError:  # the helper is gone
+            raise RenderError(f"chart {name!r} could not be rendered: {self._gone(proc)}") from None
+
+    def wait(self) -> None:
+        for proc, names in zip(self._procs, self._queued, strict=True):
+            assert proc.stdout is not None
+            for name in names:
+                answer = proc.stdout.readline().rstrip("\n")
+                if answer != "ok":
+                    why = answer.removeprefix("error ") or self._gone(proc)
+                    raise RenderError(f"chart {name!r} could not be rendered: {why}")
+            names.clear()
+        self._load = [0] * self.size
+
+    @staticmethod
+    def _gone(proc: subprocess.Popen) -> str:
+        return f"the renderer exited ({proc.wait()})"
+
+    def close(self) -> None:
+        for proc in self._procs:
+            if proc.stdin is not None and not proc.stdin.closed:
+                with contextlib.suppress(OSError):  # a helper that died has nobody reading
+                    proc.stdin.close()  # the helper ends at end of input
+        for proc in self._procs:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()
+        self._tmp.cleanup()
+
+    def __enter__(self) -> Renderers:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def render(spec: dict, svg: Path, png: Path) -> None:
+    """One chart: its SVG, and the PNG that rasterises that SVG (the same bytes as vegalite_to_png without
+    running Vega again)."""
+    import vl_convert
+
+    from pipelines.lib import fileio
+
+    drawing = vl_convert.vegalite_to_svg(spec)
+    fileio.write_text(svg, drawing)
+    fileio.write_bytes(png, vl_convert.svg_to_png(drawing, scale=PNG_SCALE))
+
+
+def _serve() -> None:
+    import vl_convert
+
+    # start Vega's runtime while the report is still being built
+    vl_convert.vegalite_to_svg({"mark": "point", "data": {"values": [{"x": 0}]}})
+    for line in sys.stdin:
+        try:
+            spec_path, svg, png = json.loads(line)
+            render(json.loads(Path(spec_path).read_text(encoding="utf-8")), Path(svg), Path(png))
+            answer = "ok"
+        except Exception as exc:  # reported to the report's process, which names the chart
+            answer = "error " + " ".join(f"{type(exc).__name__}: {exc}".split())[:MAX_MESSAGE]
+        sys.stdout.write(answer + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    _serve()

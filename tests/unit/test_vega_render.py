@@ -1,0 +1,52 @@
+"""The report's chart renderers (helper processes): the same bytes as rendering in process, and a chart that
+cannot be rendered, or a helper that dies, is an error naming the chart, never a missing file."""
+
+import json
+
+import pytest
+import vl_convert
+
+from dashboards.vega_render import PNG_SCALE, RenderError, Renderers
+
+
+def _spec(n: int) -> dict:
+    return {
+        "data": {"values": [{"x": i, "y": i * i % 7} for i in range(n)]},
+        "mark": "bar",
+        "encoding": {"x": {"field": "x", "type": "ordinal"}, "y": {"field": "y", "type": "quantitative"}},
+    }
+
+
+def test_charts_render_in_helpers_exactly_as_in_process(tmp_path):
+    specs = {f"chart{n}": _spec(n) for n in (3, 10, 30, 5)}
+    with Renderers(helpers=2) as renderers:
+        assert renderers.size == 2
+        for name, spec in specs.items():
+            renderers.submit(name, spec, tmp_path / f"{name}.svg", tmp_path / f"{name}.png")
+        renderers.wait()
+    for name, spec in specs.items():
+        svg = vl_convert.vegalite_to_svg(json.loads(json.dumps(spec)))
+        assert (tmp_path / f"{name}.svg").read_text(encoding="utf-8") == svg
+        assert (tmp_path / f"{name}.png").read_bytes() == vl_convert.svg_to_png(svg, scale=PNG_SCALE)
+    assert not list(tmp_path.glob(".*"))  # no temporaries left
+
+
+def test_a_chart_that_cannot_be_rendered_is_named(tmp_path):
+    bad = {"mark": "no-such-mark", "data": {"values": []}}
+    with Renderers(helpers=1) as renderers:
+        renderers.submit("good", _spec(3), tmp_path / "good.svg", tmp_path / "good.png")
+        renderers.submit("broken", bad, tmp_path / "broken.svg", tmp_path / "broken.png")
+        with pytest.raises(RenderError, match="chart 'broken' could not be rendered: ValueError: Vega-Lite to SVG conversion failed"):
+            renderers.wait()
+    assert (tmp_path / "good.svg").exists() and not (tmp_path / "broken.svg").exists()
+
+
+def test_a_helper_that_dies_is_an_error_naming_the_chart(tmp_path):
+    with Renderers(helpers=1) as renderers:
+        renderers._procs[0].kill()
+        renderers._procs[0].wait()
+        with pytest.raises(
+            RenderError, match=r"chart 'lost' could not be rendered: the renderer exited \(-9\)"
+        ):
+            renderers.submit("lost", _spec(3), tmp_path / "lost.svg", tmp_path / "lost.png")
+            renderers.wait()
