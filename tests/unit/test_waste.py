@@ -301,3 +301,38 @@ def test_a_days_waste_computes_only_the_tables_asked_for(hw, models):
     assert got.drop(pl.selectors.float()).equals(want.drop(pl.selectors.float()))
     with pytest.raises(ValueError, match="run_role_stats"):
         waste.day_waste(runs, None, windows, day, hw, models, targets, {"run_efficiency"})
+
+
+_LOADS = st.one_of(st.none(), st.just(float("nan")), st.sampled_from([0.0, 0.4, 0.8, 1.2]), st.floats(0, 2))
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=st.lists(st.lists(st.tuples(_LOADS, _LOADS), min_size=9, max_size=9), min_size=0, max_size=12))
+def test_the_binding_resource_is_the_first_closest_to_its_limit(rows):
+    """Against a row-by-row reference: scores after / limit (null or NaN: none), the first maximum in contract
+    order, nothing when no score is at least 0; ties, nulls and NaN included."""
+    names = resources()
+    assert len(names) == 9
+    data = {}
+    for j, r in enumerate(names):
+        data[f"after_{r}"] = [row[j][0] for row in rows]
+        data[f"limit_{r}"] = [row[j][1] for row in rows]
+        data[f"p95_{r}"] = [float(i * 10 + j) for i in range(len(rows))]
+    frame = pl.DataFrame(data, schema={k: pl.Float64 for k in data})
+    got = waste._with_binding(frame, "after", "limit")
+    for i, row in enumerate(rows):
+        scores = []
+        for a, lim in row:
+            s = None if a is None or lim is None else a / lim if lim != 0 else (float("inf") if a > 0 else None)
+            scores.append(-1.0 if s is None or s != s else s)
+        best = max(scores)
+        want = names[scores.index(best)] if best >= 0 else None
+        r = got.row(i, named=True)
+        assert r["binding_resource"] == want
+        if want is None:
+            assert r["binding_p95_util"] is None and r["p95_after_util"] is None
+        else:
+            j = names.index(want)
+            assert r["binding_p95_util"] == float(i * 10 + j)
+            after = row[j][0]
+            assert r["p95_after_util"] == after or (after != after and r["p95_after_util"] != r["p95_after_util"])
