@@ -13,6 +13,8 @@ import json
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipelines.lib.ingest import ingest_day
 from pipelines.lib.ingest.readers import csv as csv_reader
@@ -144,3 +146,34 @@ def test_a_file_without_quotes_is_numbered_by_its_lines(tmp_path, hw, monkeypatc
     got = outcome(tmp_path, data, hw, monkeypatch, csv_reader.TIERS)
     assert got["tier"] == "lines"
     assert [(q["row_number"], q["reason_code"]) for q in got["quarantine"]] == [(13, "out_of_bounds")]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lines=st.lists(st.sampled_from([b"", b"a,b", b"1,2", b"  ", b"x" * 9]), min_size=1, max_size=40),
+    ends=st.lists(st.sampled_from([b"\n", b"\r\n", b"\r"]), min_size=40, max_size=40),
+    last=st.booleans(),
+    scan=st.sampled_from([3, 7, 16, 1 << 20]),
+)
+def test_the_line_numbering_pass_is_exact_across_its_parts(lines, ends, last, scan):
+    """The quote-free numbering (the non-empty lines after the header, a CRLF's CR not counted) against a
+    line-by-line reference, on files cut into parts of a few bytes; a lone CR is refused, never misread."""
+    import io
+
+    data = b"".join(line + end for line, end in zip(lines, ends, strict=False))
+    if not last:  # no line end after the last line
+        data = data[: len(data) - len(ends[len(lines) - 1])]
+    lone_cr = any(b == 13 and data[i + 1 : i + 2] != b"\n" for i, b in enumerate(data))
+    if lone_cr:
+        with pytest.raises(csv_reader.Irregular), pytest.MonkeyPatch.context() as m:
+            m.setattr(csv_reader, "SCAN_BYTES", scan)
+            list(csv_reader._line_records(io.BytesIO(data), 2))
+        return
+    parts = data.split(b"\n")
+    if parts and parts[-1] == b"":
+        parts.pop()  # the last line's end, not an empty line
+    want = [i for i, text in enumerate(parts, start=1) if i > 1 and text.removesuffix(b"\r")]
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(csv_reader, "SCAN_BYTES", scan)
+        got = [int(x) for lines_, _ in csv_reader._line_records(io.BytesIO(data), 2) for x in lines_]
+    assert got == want

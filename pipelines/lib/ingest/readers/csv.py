@@ -17,6 +17,7 @@ import contextlib
 import csv as pycsv
 import io
 from collections.abc import Iterator
+from typing import NamedTuple
 
 import numpy as np
 import polars as pl
@@ -128,9 +129,18 @@ class _Numbering:
             raise Irregular("the numbering pass found more records than pyarrow read")
 
 
-def _parts(stream: io.BufferedIOBase) -> Iterator[np.ndarray]:
-    """The file in parts of whole lines (a line ends at LF, CRLF or a lone CR) of about SCAN_BYTES, as
-    byte arrays: views of one reused buffer, valid until the next part is asked for."""
+class Part(NamedTuple):
+    """Whole lines of a file as a byte array (a view of a reused buffer, valid until the next part is asked
+    for), and whether they hold a quote or a CR (memchr over the bytes: a comparison array of each would
+    cost a pass of its own)."""
+
+    arr: np.ndarray
+    quote: bool
+    cr: bool
+
+
+def _parts(stream: io.BufferedIOBase) -> Iterator[Part]:
+    """The file in parts of whole lines (a line ends at LF, CRLF or a lone CR) of about SCAN_BYTES."""
     buf = bytearray(5 * SCAN_BYTES)
     view = memoryview(buf)
     held = 0
@@ -139,7 +149,7 @@ def _parts(stream: io.BufferedIOBase) -> Iterator[np.ndarray]:
         end = held + got
         if not got:
             if held:
-                yield np.frombuffer(view[:held], dtype=np.uint8)
+                yield _part(buf, view, held)
             return
         last = end - 1 if buf[end - 1] == _CR else end  # a CR last may open a CRLF: keep it for later
         cut = max(buf.rfind(b"\n", 0, last), buf.rfind(b"\r", 0, last)) + 1
@@ -148,29 +158,37 @@ def _parts(stream: io.BufferedIOBase) -> Iterator[np.ndarray]:
                 raise Irregular("no line end in a long stretch")
             held = end
             continue
-        yield np.frombuffer(view[:cut], dtype=np.uint8)
+        yield _part(buf, view, cut)
         buf[: end - cut] = buf[cut:end]
         held = end - cut
+
+
+def _part(buf: bytearray, view: memoryview, n: int) -> Part:
+    arr = np.frombuffer(view[:n], dtype=np.uint8)
+    return Part(arr, buf.find(b'"', 0, n) >= 0, buf.find(b"\r", 0, n) >= 0)
 
 
 def _line_records(stream: io.BufferedIOBase, width: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Records numbered as the non-empty lines after the header: exact for a file without quotes or lone
     CRs (checked); field counts are not looked at (the tier gives up on a malformed record)."""
     line, header = 1, True
-    for arr in _parts(stream):
+    is_lf = np.empty(0, dtype=bool)  # reused: a fresh array per part costs the kernel its zeroed pages
+    for arr, quote, has_cr in _parts(stream):
         n = len(arr)
-        if np.any(arr == _QUOTE):
+        if quote:
             raise Irregular("quoted fields")
-        ends = np.flatnonzero(arr == _LF)
-        if np.any(arr == _CR):
+        if len(is_lf) < n:
+            is_lf = np.empty(n, dtype=bool)
+        ends = np.flatnonzero(np.equal(arr, _LF, out=is_lf[:n]))
+        if has_cr:
             cr = np.flatnonzero(arr == _CR)
             if np.any(arr[np.minimum(cr + 1, n - 1)] != _LF) or cr[-1] == n - 1:
                 raise Irregular("a lone CR ends a line")
         if arr[-1] != _LF:
             ends = np.append(ends, n)
-        begin = np.concatenate(([0], ends[:-1] + 1))
-        crlf = (ends > begin) & (arr[np.maximum(ends - 1, 0)] == _CR)
-        keep = ends - begin - crlf > 0
+        gap = np.diff(ends, prepend=-1)  # each line's length + 1
+        crlf = (gap > 1) & (arr[np.maximum(ends - 1, 0)] == _CR) if has_cr else 0  # a CRLF's CR: no content
+        keep = gap - crlf > 1
         if header:
             keep[0] = False
             header = False
@@ -187,9 +205,9 @@ def _rfc4180_records(stream: io.BufferedIOBase, width: int) -> Iterator[tuple[np
     prev = _LF  # the byte before this part
     start, commas, size = 1, 0, 0  # the record under way: start line, commas outside quotes, bytes
     header = True
-    for arr in _parts(stream):
+    for arr, quote, has_cr in _parts(stream):
         n = len(arr)
-        q = np.flatnonzero(arr == _QUOTE)
+        q = np.flatnonzero(arr == _QUOTE) if quote else np.empty(0, np.int64)
         if len(q):
             before = np.where(q > 0, arr[np.maximum(q - 1, 0)], prev)
             after = np.where(q < n - 1, arr[np.minimum(q + 1, n - 1)], _LF)
@@ -200,7 +218,7 @@ def _rfc4180_records(stream: io.BufferedIOBase, width: int) -> Iterator[tuple[np
             if not np.all(np.where(opener, ok_open, ok_close)):
                 raise Irregular("quoting other than RFC 4180")
         ends = np.flatnonzero(arr == _LF)
-        if np.any(arr == _CR):
+        if has_cr:
             cr = np.flatnonzero(arr == _CR)
             lone = cr[(cr == n - 1) | (arr[np.minimum(cr + 1, n - 1)] != _LF)]
             if len(lone):  # lone CRs end lines too
