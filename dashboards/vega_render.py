@@ -44,17 +44,22 @@ class Renderers:
             **os.environ,
             "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
         }
-        self._procs = [
-            subprocess.Popen(
-                [sys.executable, "-m", "dashboards.vega_render"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                env=env,
-                text=True,
-                bufsize=1,
-            )
-            for _ in range(self.size)
-        ]
+        self._procs: list[subprocess.Popen] = []
+        try:
+            for _ in range(self.size):
+                self._procs.append(
+                    subprocess.Popen(
+                        [sys.executable, "-m", "dashboards.vega_render"],
+                        stdin=subprocess.PIPE,
+                        stdout=subprocess.PIPE,
+                        env=env,
+                        text=True,
+                        bufsize=1,
+                    )
+                )
+        except BaseException:  # the helpers already started are stopped
+            self.close()
+            raise
         self._queued: list[list[str]] = [[] for _ in self._procs]  # chart names, in order, per helper
         self._load = [0] * self.size  # bytes of spec queued per helper: the next chart goes to the least
         self._jobs = itertools.count()

@@ -36,7 +36,10 @@ def test_a_chart_that_cannot_be_rendered_is_named(tmp_path):
     with Renderers(helpers=1) as renderers:
         renderers.submit("good", _spec(3), tmp_path / "good.svg", tmp_path / "good.png")
         renderers.submit("broken", bad, tmp_path / "broken.svg", tmp_path / "broken.png")
-        with pytest.raises(RenderError, match="chart 'broken' could not be rendered: ValueError: Vega-Lite to SVG conversion failed"):
+        with pytest.raises(
+            RenderError,
+            match="chart 'broken' could not be rendered: ValueError: Vega-Lite to SVG conversion failed",
+        ):
             renderers.wait()
     assert (tmp_path / "good.svg").exists() and not (tmp_path / "broken.svg").exists()
 
@@ -50,3 +53,21 @@ def test_a_helper_that_dies_is_an_error_naming_the_chart(tmp_path):
         ):
             renderers.submit("lost", _spec(3), tmp_path / "lost.svg", tmp_path / "lost.png")
             renderers.wait()
+
+
+def test_helpers_already_started_are_stopped_when_one_cannot_start(monkeypatch):
+    import subprocess
+
+    started = []
+    real = subprocess.Popen
+
+    def popen(*args, **kwargs):
+        if started:
+            raise OSError("no more processes")
+        started.append(real(*args, **kwargs))
+        return started[-1]
+
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    with pytest.raises(OSError, match="no more processes"):
+        Renderers(helpers=2)
+    assert len(started) == 1 and started[0].returncode is not None
