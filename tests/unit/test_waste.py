@@ -318,12 +318,17 @@ def test_the_binding_resource_is_the_first_closest_to_its_limit(rows):
         data[f"after_{r}"] = [row[j][0] for row in rows]
         data[f"limit_{r}"] = [row[j][1] for row in rows]
         data[f"p95_{r}"] = [float(i * 10 + j) for i in range(len(rows))]
-    frame = pl.DataFrame(data, schema={k: pl.Float64 for k in data})
+    frame = pl.DataFrame(data, schema=dict.fromkeys(data, pl.Float64))
     got = waste._with_binding(frame, "after", "limit")
     for i, row in enumerate(rows):
         scores = []
         for a, lim in row:
-            s = None if a is None or lim is None else a / lim if lim != 0 else (float("inf") if a > 0 else None)
+            if a is None or lim is None:
+                s = None
+            elif lim == 0:  # as polars divides: x / 0 is inf for x > 0, NaN for 0
+                s = float("inf") if a > 0 else None
+            else:
+                s = a / lim
             scores.append(-1.0 if s is None or s != s else s)
         best = max(scores)
         want = names[scores.index(best)] if best >= 0 else None
@@ -334,5 +339,5 @@ def test_the_binding_resource_is_the_first_closest_to_its_limit(rows):
         else:
             j = names.index(want)
             assert r["binding_p95_util"] == float(i * 10 + j)
-            after = row[j][0]
-            assert r["p95_after_util"] == after or (after != after and r["p95_after_util"] != r["p95_after_util"])
+            after, got_after = row[j][0], r["p95_after_util"]
+            assert got_after == after or (after != after and got_after != got_after)  # NaN is NaN
