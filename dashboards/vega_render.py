@@ -4,7 +4,8 @@ report's queries and chart building.
 
 A helper is this module run as ``python -m dashboards.vega_render``: it reads one job per line on stdin
 (``<spec.json> <svg> <png>``, paths), writes the SVG and the PNG rasterised from it (atomically), and
-answers one line per job: ``ok`` or ``error <message>``.
+answers one line per job: ``ok``, ``error <message>``, or ``oserror [errno, strerror, filename]`` (a failure
+of the machine, such as a full disk, which the report's process raises as the same OSError).
 """
 
 from __future__ import annotations
@@ -83,6 +84,8 @@ class Renderers:
             assert proc.stdout is not None
             for name in names:
                 answer = proc.stdout.readline().rstrip("\n")
+                if answer.startswith("oserror "):  # the machine's failure (a full disk): raised as it was
+                    raise OSError(*json.loads(answer.removeprefix("oserror ")))
                 if answer != "ok":
                     why = answer.removeprefix("error ") or self._gone(proc)
                     raise RenderError(f"chart {name!r} could not be rendered: {why}")
@@ -140,7 +143,10 @@ def _serve() -> None:
             render(json.loads(Path(spec_path).read_text(encoding="utf-8")), Path(svg), Path(png))
             answer = "ok"
         except Exception as exc:  # reported to the report's process, which names the chart
-            answer = "error " + " ".join(f"{type(exc).__name__}: {exc}".split())[:MAX_MESSAGE]
+            if isinstance(exc, OSError) and exc.errno is not None:
+                answer = "oserror " + json.dumps([exc.errno, exc.strerror, exc.filename])
+            else:
+                answer = "error " + " ".join(f"{type(exc).__name__}: {exc}".split())[:MAX_MESSAGE]
         sys.stdout.write(answer + "\n")
         sys.stdout.flush()
 

@@ -71,3 +71,24 @@ def test_helpers_already_started_are_stopped_when_one_cannot_start(monkeypatch):
     with pytest.raises(OSError, match="no more processes"):
         Renderers(helpers=2)
     assert len(started) == 1 and started[0].returncode is not None
+
+
+def test_a_failure_of_the_machine_is_raised_as_the_same_oserror(tmp_path):
+    """A full disk or an unwritable folder is the machine's failure, not the chart's: the caller gets the
+    OSError (the CLI prints it as one line naming its cause)."""
+    from pipelines.lib import fileio
+
+    (tmp_path / "file").write_text("not a folder")
+    target = tmp_path / "file" / "chart.svg"
+    with pytest.raises(OSError) as here:  # what writing it in this process raises
+        fileio.write_text(target, "<svg/>")
+    with Renderers(helpers=1) as renderers:
+        renderers.submit("c", _spec(3), target, tmp_path / "file" / "chart.png")
+        with pytest.raises(OSError) as caught:
+            renderers.wait()
+    assert type(caught.value) is type(here.value)
+    assert (caught.value.errno, caught.value.strerror, caught.value.filename) == (
+        here.value.errno,
+        here.value.strerror,
+        here.value.filename,
+    )
