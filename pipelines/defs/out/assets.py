@@ -13,19 +13,22 @@ from pipelines.lib import analytics, lake
 FRESHNESS = dg.FreshnessPolicy.time_window(fail_window=timedelta(hours=30), warn_window=timedelta(hours=26))
 
 
+def out_attrs(name: str, kinds: set[str]) -> dict:
+    """What every out-layer asset declares: its group, kinds, owners, and the description, column metadata
+    and freshness its contract gives."""
+    return {
+        "group_name": "out",
+        "kinds": kinds,
+        "owners": OWNERS,
+        "description": description(name),
+        "metadata": spec_metadata(name),
+        "tags": {"layer": "out"},
+        "freshness_policy": FRESHNESS,
+    }
+
+
 def _daily(name: str, deps: list[str], kinds: set[str]):
-    return dg.asset(
-        name=name,
-        group_name="out",
-        partitions_def=LANDING_DAYS,
-        deps=deps,
-        kinds=kinds,
-        owners=OWNERS,
-        description=description(name),
-        metadata=spec_metadata(name),
-        tags={"layer": "out"},
-        freshness_policy=FRESHNESS,
-    )
+    return dg.asset(name=name, partitions_def=LANDING_DAYS, deps=deps, **out_attrs(name, kinds))
 
 
 def _written(path, frame, asset_key: str | None = None, **extra) -> dg.MaterializeResult:
@@ -76,17 +79,7 @@ def hardware_fit(context: dg.AssetExecutionContext, fleet: FleetHome) -> dg.Mate
 @dg.multi_asset(
     name="merged_utilisation",
     specs=[
-        dg.AssetSpec(
-            t,
-            group_name="out",
-            deps=["util_distribution"],
-            kinds={"duckdb", "parquet"},
-            owners=OWNERS,
-            description=description(t),
-            metadata=spec_metadata(t),
-            tags={"layer": "out"},
-            freshness_policy=FRESHNESS,
-        )
+        dg.AssetSpec(t, deps=["util_distribution"], **out_attrs(t, {"duckdb", "parquet"}))
         for t in ("util_summary", "trainer_vs_ps")
     ],
 )
@@ -118,14 +111,8 @@ def merged_utilisation(fleet: FleetHome):
 
 @dg.asset(
     name="recommendations",
-    group_name="out",
     deps=["runs", "hardware_fit"],
-    kinds={"scikitlearn", "parquet"},
-    owners=OWNERS,
-    description=description("recommendations"),
-    metadata=spec_metadata("recommendations"),
-    tags={"layer": "out"},
-    freshness_policy=FRESHNESS,
+    **out_attrs("recommendations", {"scikitlearn", "parquet"}),
 )
 def recommendations(fleet: FleetHome) -> dg.MaterializeResult:
     """Per model family and objective: every platform x placement, ranked, with bands and explanations."""

@@ -4,8 +4,8 @@ shards; merged over every day: fleet totals."""
 import dagster as dg
 import polars as pl
 
-from pipelines.defs.metadata import OWNERS, description, preview, spec_metadata
-from pipelines.defs.out.assets import FRESHNESS, _written
+from pipelines.defs.metadata import preview
+from pipelines.defs.out.assets import _written, out_attrs
 from pipelines.defs.partitions import LANDING_DAYS
 from pipelines.defs.resources import FleetHome
 from pipelines.lib import analytics, lake, waste
@@ -29,25 +29,19 @@ def _kw(watts: pl.Series) -> float:
     return round(float(watts.sum() or 0) / 1000, 1)
 
 
-def _spec(name: str, deps: list[str], kinds: set[str]) -> dg.AssetSpec:
-    return dg.AssetSpec(
-        name,
-        deps=deps,
-        group_name="out",
-        kinds=kinds,
-        owners=OWNERS,
-        description=description(name),
-        metadata=spec_metadata(name),
-        tags={"layer": "out"},
-        freshness_policy=FRESHNESS,
-    )
-
-
 @dg.multi_asset(
     name="day_waste",
     specs=[
-        _spec("run_efficiency", ["runs", "run_role_stats", "server_windows"], {"polars", "parquet"}),
-        _spec("server_outliers", ["runs", "server_windows"], {"duckdb", "parquet"}),
+        dg.AssetSpec(
+            "run_efficiency",
+            deps=["runs", "run_role_stats", "server_windows"],
+            **out_attrs("run_efficiency", {"polars", "parquet"}),
+        ),
+        dg.AssetSpec(
+            "server_outliers",
+            deps=["runs", "server_windows"],
+            **out_attrs("server_outliers", {"duckdb", "parquet"}),
+        ),
     ],
     partitions_def=LANDING_DAYS,
     can_subset=True,
@@ -117,14 +111,8 @@ def _outliers_result(home: DataHome, day: str, found: pl.DataFrame) -> dg.Materi
 
 @dg.asset(
     name="waste_summary",
-    group_name="out",
     deps=["run_efficiency", "server_outliers"],
-    kinds={"duckdb", "parquet"},
-    owners=OWNERS,
-    description=description("waste_summary"),
-    metadata=spec_metadata("waste_summary"),
-    tags={"layer": "out"},
-    freshness_policy=FRESHNESS,
+    **out_attrs("waste_summary", {"duckdb", "parquet"}),
 )
 def waste_summary(fleet: FleetHome) -> dg.MaterializeResult:
     """Fleet totals per day, model, platform and role, merged from every day's right-sizing and outliers."""
