@@ -405,10 +405,13 @@ def _per_role(expr, res: str) -> pl.Expr:
     return pl.coalesce(parts) if parts else pl.lit(None, pl.Float64)
 
 
-def _with_binding(frame: pl.DataFrame, after: str, limit: str) -> pl.DataFrame:
+def _with_binding(
+    frame: pl.DataFrame, after: str, limit: str, also: dict[str, str] | None = None
+) -> pl.DataFrame:
     """``frame`` with the resource whose scaled p95 is closest to its limit (the first such, in contract
-    order), its p95 now and its scaled p95. The choice is made in numpy: polars' list columns cost a tenth
-    of a second per search step here."""
+    order), its p95 now and its scaled p95; ``also`` names more columns to take at that resource (output
+    name -> column prefix). The choice is made in numpy: polars' list columns cost a tenth of a second per
+    search step here."""
     names = resources()
     scores = frame.select(
         (pl.col(f"{after}_{r}") / pl.col(f"{limit}_{r}")).fill_null(-1.0).fill_nan(-1.0).alias(r)
@@ -427,6 +430,10 @@ def _with_binding(frame: pl.DataFrame, after: str, limit: str) -> pl.DataFrame:
             pick([pl.lit(r, pl.String) for r in names]).alias("binding_resource"),
             pick([pl.col(f"p95_{r}") for r in names]).alias("binding_p95_util"),
             pick([pl.col(f"{after}_{r}") for r in names]).alias("p95_after_util"),
+            *[
+                pick([pl.col(f"{prefix}_{r}") for r in names]).alias(out)
+                for out, prefix in (also or {}).items()
+            ],
         )
         .drop("_binding")
     )
@@ -513,12 +520,8 @@ def _size_with_headroom(pairs: pl.DataFrame, target: float) -> pl.DataFrame:
         ],
         *[pl.max_horizontal(pl.lit(target), pl.col(f"p95_{r}")).alias(f"limit_{r}") for r in resources()],
     )
-    sized = _with_binding(sized, "after", "limit")
-    peak = pl.concat_list(pl.col(f"max_{r}") for r in resources()).list.get(
-        pl.col("binding_resource").replace_strict(
-            {r: i for i, r in enumerate(resources())}, return_dtype=pl.Int64
-        )
-    )
+    sized = _with_binding(sized, "after", "limit", also={"_peak": "max"})
+    peak = pl.col("_peak")  # the binding resource's busiest sample
     return sized.select(
         "run_id",
         "role",
