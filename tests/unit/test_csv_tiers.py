@@ -1,7 +1,8 @@
 """CSV line numbering: every tier answers as Python's csv module (the reference numbering) would.
 
 pyarrow reads the values in every tier; the tiers differ in how records are mapped to the line they
-start on: the non-empty lines (files without quotes), a vectorised RFC 4180 pass, or Python's csv module.
+start on: the non-empty lines (files without quotes), a vectorised RFC 4180 pass, or Python's csv module;
+the first tier also reads numbers as numbers (``typed``), which must give the same values and verdicts.
 Files of 100,000+ rows with hostile records early and late are ingested with each tier forced first and
 compared byte for byte; a malformed record is rejected alone (``bad_csv_row``) at its own line.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 
 import polars as pl
 import pytest
@@ -25,7 +27,11 @@ from tests.conftest import DAY
 N_ROWS = 100_000
 EARLY, LATE = 3, 93_000
 REFERENCE = ("python",)
-FORCED = {"lines": csv_reader.TIERS, "rfc4180": ("rfc4180", "python")}
+FORCED = {
+    "typed": csv_reader.TIERS,
+    "lines": ("lines", "rfc4180", "python"),
+    "rfc4180": ("rfc4180", "python"),
+}
 
 
 @functools.cache
@@ -62,6 +68,17 @@ HOSTILE = {
     "repeats_an_earlier_row": lambda rs, i: [rs[1]],
     "many_malformed": lambda rs, i: [b"a,b" for _ in range(1500)],
     "quoted_break_then_malformed": lambda rs, i: [_field(rs[i], 2, b'"a\n\nb"'), b"x,y"],
+    # numbers the typed tier reads itself: the same value as the text parse, or it gives up
+    "padded_number": lambda rs, i: [_field(rs[i], 4, b" \t0.5 ")],
+    "signed_number": lambda rs, i: [_field(rs[i], 5, b"+.5")],
+    "negative_zero": lambda rs, i: [_field(rs[i], 7, b"-0")],
+    "long_number": lambda rs, i: [_field(rs[i], 6, b"0." + b"0" * 300 + b"5")],
+    "nan_with_payload": lambda rs, i: [_field(rs[i], 8, b"nan(1)")],
+    "number_out_of_range": lambda rs, i: [_field(rs[i], 8, b"1e400")],
+    "hex_number": lambda rs, i: [_field(rs[i], 4, b"0x1p-2")],
+    "number_not_utf8": lambda rs, i: [_field(rs[i], 5, b"0.\xff5")],
+    "blank_required_number": lambda rs, i: [_field(rs[i], 4, b"")],
+    "whitespace_optional_number": lambda rs, i: [_field(rs[i], 6, b"  ")],
 }
 CONSUMES = {"lone_cr_line_end": 2, "many_malformed": 1500}
 
@@ -146,6 +163,62 @@ def test_a_file_without_quotes_is_numbered_by_its_lines(tmp_path, hw, monkeypatc
     got = outcome(tmp_path, data, hw, monkeypatch, csv_reader.TIERS)
     assert got["tier"] == "lines"
     assert [(q["row_number"], q["reason_code"]) for q in got["quarantine"]] == [(13, "out_of_bounds")]
+
+
+def test_numbers_are_typed_only_where_every_row_is_accepted(tmp_path, hw, monkeypatch):
+    """A clean file keeps the typed tier; one rejected value late in a big file sends it to the text
+    tiers, so the reject quotes the value as written (1.50, not the float's 1.5)."""
+    _, header, rows = base()
+    clean = header + b"\n" + b"\n".join(rows) + b"\n"
+    assert outcome(tmp_path / "clean", clean, hw, monkeypatch, csv_reader.TIERS)["tier"] == "typed"
+    got = outcome(tmp_path / "late", hostile_file("out_of_bounds", LATE), hw, monkeypatch, csv_reader.TIERS)
+    assert got["tier"] == "lines"
+    (q,) = got["quarantine"]
+    assert q["message"] == "'cpu_util' = 1.50 is above the maximum 1 fraction"
+    assert json.loads(q["raw_record"])["cpu_util"] == "1.50"
+    assert got["ledger"][0]["rows_accepted"] == N_ROWS - 1
+
+
+_NUMBER_TEXT = st.one_of(
+    st.floats(allow_nan=False).map(repr),
+    st.floats(allow_nan=False).map(lambda x: f"{x:.{len(repr(x))}e}"),
+    st.from_regex(r"\A[ \t]?[+-]?[0-9]{0,25}\.?[0-9]{0,25}([eE][+-]?[0-9]{1,4})?[ \t]?\Z"),
+    st.text(alphabet=" \t0123456789.eE+-_xXpPnaifNIAF()\u00a0\u2003\u0661", max_size=24),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=_NUMBER_TEXT)
+def test_a_number_pyarrow_reads_is_the_number_the_text_parse_gives(text):
+    """What the typed tier rests on: every finite value pyarrow's CSV reader gives for a field is, bit for
+    bit, the text path's parse of that field (a non-finite one is a reject, which gives the tier up)."""
+    import io
+    import struct
+
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    from pipelines.lib.contracts import _parse_text, contract
+
+    col = next(x for x in contract("utilisation_samples").landing_columns if x.name == "power_w")
+    try:
+        table = pacsv.read_csv(
+            io.BytesIO(b"x\n" + text.encode() + b"\n"),
+            parse_options=pacsv.ParseOptions(newlines_in_values=True),
+            convert_options=pacsv.ConvertOptions(
+                column_types={"x": pa.float64()}, null_values=[""], strings_can_be_null=True
+            ),
+        )
+    except pa.ArrowInvalid:
+        return  # the typed tier gives up: the text tiers read the file
+    if table.num_rows == 0:
+        return  # a blank line: no record in either tier
+    typed = table.column("x")[0].as_py()
+    parsed = _parse_text(col, pl.Series("power_w", [text]))[0]
+    if typed is None:
+        assert parsed is None  # blank: null in both
+    elif math.isfinite(typed):
+        assert parsed is not None and struct.pack("<d", parsed) == struct.pack("<d", typed), text
 
 
 @settings(max_examples=300, deadline=None)

@@ -13,6 +13,7 @@ A file that changes while it is read is read again (a producer still writing it)
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import shutil
@@ -52,6 +53,7 @@ from pipelines.lib.ingest.readers.base import (
     FallBack,
     FileInfo,
     FileProblem,
+    NumbersRejected,
     RawBatch,
     Source,
     prefetched,
@@ -474,24 +476,34 @@ class Day:
         f.entry.reader_tier = f.info.tier
 
     def _consume(self, f: FileState, c: Contract) -> None:
+        try:
+            self._consume_tiers(f, c)
+        except NumbersRejected:
+            f.info.numbers_as_text = True
+            self._consume_tiers(f, c)
+
+    def _consume_tiers(self, f: FileState, c: Contract) -> None:
         self.drop_rows(f)
         f.entry.rows_in = 0
-        for b in prefetched(f.fmt.read(f.src, c, f.info)):
-            if isinstance(b, FallBack):
-                self.drop_rows(f)
-                f.entry.rows_in = 0
-                continue
-            if b.rejects is not None and b.rejects.height:
-                f.entry.rows_in += b.rejects.height
-                f.rejects.add(reject_frame(b.rejects))
-            if b.frame.height:
-                f.entry.rows_in += b.frame.height
-                self._validate(f, c, b)
+        with contextlib.closing(prefetched(f.fmt.read(f.src, c, f.info))) as batches:
+            for b in batches:
+                if isinstance(b, FallBack):
+                    self.drop_rows(f)
+                    f.entry.rows_in = 0
+                    continue
+                if b.rejects is not None and b.rejects.height:
+                    f.entry.rows_in += b.rejects.height
+                    f.rejects.add(reject_frame(b.rejects))
+                if b.frame.height:
+                    f.entry.rows_in += b.frame.height
+                    self._validate(f, c, b)
 
     def _validate(self, f: FileState, c: Contract, b: RawBatch) -> None:
         v = validate_rows(
             b.frame, c, carry=(ROW,), allowed=self.allowed, raw_column=b.raw_column, raw_records=b.exact
         )
+        if b.all_or_nothing and v.rejected.height:
+            raise NumbersRejected(f"{f.lf.relpath}: row {v.rejected[ROW][0]}")
         dropped = v.rejected[ROW]
         if v.rejected.height:
             f.rejects.add(reject_frame(v.rejected, judge=not b.exact))

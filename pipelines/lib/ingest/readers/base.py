@@ -56,6 +56,9 @@ class RawBatch:
     extras: pl.DataFrame | None = None  # __fleet_row, fields (JSON of the fields no contract knows)
     raw_column: str | None = None  # column of ``frame`` holding each row's original text
     exact: bool = True
+    # numbers read as numbers by a tier that cannot recover a row's text: any row the validation rejects
+    # gives the tier up (``NumbersRejected``) and the file is read again with numbers as text
+    all_or_nothing: bool = False
 
 
 @dataclass
@@ -65,6 +68,12 @@ class FileInfo:
     extra_columns: list[str] = field(default_factory=list)
     tier: str | None = None  # the reader tier whose answer was kept (formats with tiers)
     reference_only: bool = False  # read by the format's reference tier alone (a fast tier was wrong)
+    numbers_as_text: bool = False  # a tier reading numbers as numbers met a rejected row: text tiers only
+
+
+class NumbersRejected(Exception):
+    """A batch read with ``all_or_nothing`` has a row the validation rejects; its message and raw record
+    must quote the value's text, which that tier does not have."""
 
 
 @dataclass

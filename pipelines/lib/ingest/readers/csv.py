@@ -8,6 +8,12 @@ and commas outside quotes count each record's fields. That pass is exact for RFC
 checks (a quote opens a field or ends one, "" inside a quoted field); a file with other quoting is
 numbered by Python's csv module instead (the ``python`` tier, slower). A record with the wrong number of
 fields is rejected alone (``bad_csv_row``), not the whole file.
+
+The first tier (``typed``) has pyarrow read the contract's finite float columns as numbers, which skips
+building and converting their text (most of a samples file's bytes). It answers as the text tiers only
+where every row is accepted: pyarrow reads a finite number exactly as the text path's parse does (tested
+value by value), but a rejected row's message and raw record quote its text. So a value pyarrow cannot
+read, or any row the validation rejects, gives the tier up and the text tiers read the file again.
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ from pipelines.lib.ingest.readers.base import (
     refuse_reserved,
 )
 
-TIERS = ("lines", "rfc4180", "python")
+TIERS = ("typed", "lines", "rfc4180", "python")
 SCAN_BYTES = 16 << 20
 CSV_BLOCK_BYTES = 8 << 20  # pyarrow's parse block: a data row may be up to this long (or the record limit)
 _QUOTE, _COMMA, _LF, _CR = 34, 44, 10, 13
@@ -49,6 +55,11 @@ _QUOTE, _COMMA, _LF, _CR = 34, 44, 10, 13
 
 class Irregular(Exception):
     """The numbering pass cannot follow the file; the next tier numbers it."""
+
+
+class NotNumbers(Irregular):
+    """pyarrow stopped with numbers typed (a value it cannot read as one, or a problem whose message the
+    text tiers must give): the text tier of the same numbering reads the file."""
 
 
 def _header(stream: io.BufferedIOBase, rel: str, limit: int) -> list[str]:
@@ -274,10 +285,17 @@ def _python_records(stream: io.BufferedIOBase, width: int) -> Iterator[tuple[np.
         yield np.array(lines, np.int64), np.array(fields, np.int64)
 
 
-_NUMBERINGS = {"lines": _line_records, "rfc4180": _rfc4180_records, "python": _python_records}
+_NUMBERINGS = {
+    "typed": _line_records,
+    "lines": _line_records,
+    "rfc4180": _rfc4180_records,
+    "python": _python_records,
+}
 
 
-def _tier(src: Source, c: Contract, info: FileInfo, numbering: str) -> Iterator[RawBatch]:
+def _tier(src: Source, c: Contract, info: FileInfo, tier: str) -> Iterator[RawBatch]:
+    typed = tier == "typed"
+    numbers = {col.name for col in c.landing_columns if col.type == "float64" and col.finite} if typed else ()
     with src.open() as raw:
         stream = raw if hasattr(raw, "peek") else io.BufferedReader(raw)
         limits = src.limits
@@ -292,7 +310,7 @@ def _tier(src: Source, c: Contract, info: FileInfo, numbering: str) -> Iterator[
         extras = [h for h in header if h not in names]
         info.extra_columns = extras
         internal = dict(zip(extras, extra_names(extras), strict=True))
-        invalid = _Skipped(abort=numbering == "lines", keep=limits.max_rejects_per_file)
+        invalid = _Skipped(abort=_NUMBERINGS[tier] is _line_records, keep=limits.max_rejects_per_file)
 
         # pyarrow parses blocks of whole rows: a row longer than the block refuses the file. So a CSV data
         # row is bounded by the block, at least 8 MiB (smaller blocks cost speed), more when the limit is.
@@ -303,18 +321,18 @@ def _tier(src: Source, c: Contract, info: FileInfo, numbering: str) -> Iterator[
                 read_options=pacsv.ReadOptions(block_size=block, column_names=header, skip_rows=1),
                 parse_options=pacsv.ParseOptions(newlines_in_values=True, invalid_row_handler=invalid.add),
                 convert_options=pacsv.ConvertOptions(
-                    column_types=dict.fromkeys(header, pa.string()),
+                    column_types={h: pa.float64() if h in numbers else pa.string() for h in header},
                     null_values=[""],
                     strings_can_be_null=True,
                     quoted_strings_can_be_null=False,
                 ),
             )
         except pa.ArrowInvalid as exc:
-            raise _problem(src.rel, exc, invalid, block - 1) from exc
+            raise _problem(src.rel, exc, invalid, block - 1, typed) from exc
         # the numbering pass reads the file again in a thread of its own, beside pyarrow's parse
         with (
             src.open() as again,
-            contextlib.closing(prefetched(_NUMBERINGS[numbering](again, len(header)))) as records,
+            contextlib.closing(prefetched(_NUMBERINGS[tier](again, len(header)))) as records,
         ):
             numbering = _Numbering(records, len(header))
             while True:
@@ -323,12 +341,15 @@ def _tier(src: Source, c: Contract, info: FileInfo, numbering: str) -> Iterator[
                 except StopIteration:
                     break
                 except pa.ArrowInvalid as exc:
-                    raise _problem(src.rel, exc, invalid, block - 1) from exc
+                    raise _problem(src.rel, exc, invalid, block - 1, typed) from exc
                 lines, bad_lines, bad_fields = numbering.take(rb.num_rows, invalid.pending)
                 frame = pl.from_arrow(rb).with_columns(pl.Series(ROW, lines)).rename(internal)
                 rejects = _malformed(bad_lines, bad_fields, invalid, len(header))
                 yield RawBatch(
-                    frame=frame.drop(internal.values()), rejects=rejects, extras=extras_json(frame, extras)
+                    frame=frame.drop(internal.values()),
+                    rejects=rejects,
+                    extras=extras_json(frame, extras),
+                    all_or_nothing=typed,
                 )
             while invalid.pending:  # malformed records after the last row, a batch at a time
                 _, bad_lines, bad_fields = numbering.take(0, min(invalid.pending, limits.batch_rows))
@@ -393,11 +414,14 @@ def _malformed(lines: np.ndarray, fields: np.ndarray, invalid: _Skipped, width: 
     )
 
 
-def _problem(rel: str, exc: Exception, invalid: _Skipped, limit: int) -> Exception:
-    """What a pyarrow error means: a malformed record the tier stopped at, or a whole-file problem."""
+def _problem(rel: str, exc: Exception, invalid: _Skipped, limit: int, typed: bool = False) -> Exception:
+    """What a pyarrow error means: a malformed record the tier stopped at, or a whole-file problem (with
+    numbers typed, the text tier says which: its message may name another value of the file)."""
     if invalid.seen and invalid.abort:
         return Irregular("a malformed record")
     text = str(exc).splitlines()[0]
+    if typed:
+        return NotNumbers(f"pyarrow stopped ({text[:200]})")
     if "UTF8" in text or "utf8" in text.lower():
         return FileProblem(
             "file_bad_encoding", f"{rel}: not UTF-8 text ({text}); re-export the file as UTF-8"
@@ -411,14 +435,19 @@ def _problem(rel: str, exc: Exception, invalid: _Skipped, limit: int) -> Excepti
 
 
 def read(src: Source, c: Contract, info: FileInfo) -> Iterator[RawBatch | FallBack]:
-    """The vectorised numbering first; Python's csv module numbers a file whose quoting it cannot follow."""
+    """Numbers typed first, then the vectorised numberings; Python's csv module numbers a file whose
+    quoting they cannot follow. A file a typed batch of which had a rejected row skips the typed tier."""
     *fast, last = TIERS
-    for tier in [] if info.reference_only else fast:
+    tiers = [] if info.reference_only else [t for t in fast if t != "typed" or not info.numbers_as_text]
+    while tiers:
+        tier = tiers.pop(0)
         try:
             yield from _tier(src, c, info, tier)
             info.tier = tier
             return
         except Irregular as exc:
             yield FallBack(f"{tier}: {exc}")
+            if tier == "typed" and not isinstance(exc, NotNumbers):  # the lines numbering stops there too
+                tiers = [t for t in tiers if t != "lines"]
     yield from _tier(src, c, info, last)
     info.tier = last
