@@ -90,17 +90,17 @@ def hostile_file(kind: str, at: int) -> bytes:
     return header + b"\n" + b"\n".join(lines) + b"\n"
 
 
-def outcome(tmp_path, data: bytes, hw, monkeypatch, tiers) -> dict:
+def outcome(tmp_path, data: bytes, hw, monkeypatch, tiers, name="utilisation_samples.csv") -> dict:
     runs, _, _ = base()
     home = DataHome.resolve(tmp_path / "-".join(tiers))
     folder = home.landing / "producer" / DAY
     folder.mkdir(parents=True)
     (folder / "runs.jsonl").write_bytes(runs)
-    (folder / "utilisation_samples.csv").write_bytes(data)
+    (folder / name).write_bytes(data)
     with monkeypatch.context() as m:
         m.setattr(csv_reader, "TIERS", tiers)
         r = ingest_day(home, DAY, hw.platforms)
-    mine = pl.col("source_file").str.ends_with(".csv")
+    mine = pl.col("source_file").str.contains(".csv", literal=True)
     out = {
         "ledger": r.ingest_ledger.filter(mine)
         .select("rows_in", "rows_accepted", "rows_quarantined", "file_status")
@@ -161,22 +161,47 @@ def test_a_file_without_quotes_is_numbered_by_its_lines(tmp_path, hw, monkeypatc
     _, header, rows = base()
     data = header + b"\r\n" + b"\r\n".join([*rows[:10], b"", _field(rows[10], 4, b"2")]) + b"\r\n"
     got = outcome(tmp_path, data, hw, monkeypatch, csv_reader.TIERS)
-    assert got["tier"] == "lines"
+    assert got["tier"] == "typed"  # the lines numbering, numbers typed
     assert [(q["row_number"], q["reason_code"]) for q in got["quarantine"]] == [(13, "out_of_bounds")]
+    raw = json.loads(got["quarantine"][0]["raw_record"])  # from its line, read back without its CRLF
+    assert raw == dict(zip(header.decode().split(","), rows[10].decode().split(","), strict=True)) | {
+        "cpu_util": "2"
+    }
 
 
-def test_numbers_are_typed_only_where_every_row_is_accepted(tmp_path, hw, monkeypatch):
-    """A clean file keeps the typed tier; one rejected value late in a big file sends it to the text
-    tiers, so the reject quotes the value as written (1.50, not the float's 1.5)."""
-    _, header, rows = base()
-    clean = header + b"\n" + b"\n".join(rows) + b"\n"
-    assert outcome(tmp_path / "clean", clean, hw, monkeypatch, csv_reader.TIERS)["tier"] == "typed"
-    got = outcome(tmp_path / "late", hostile_file("out_of_bounds", LATE), hw, monkeypatch, csv_reader.TIERS)
-    assert got["tier"] == "lines"
+def test_a_row_the_typed_tier_rejects_quotes_its_value_as_written(tmp_path, hw, monkeypatch):
+    """Numbers typed, one rejected value late in a big file: the file stays on the typed tier, and the
+    reject, judged again from its line, quotes the value as written (1.50, not the float's 1.5)."""
+    got = outcome(tmp_path, hostile_file("out_of_bounds", LATE), hw, monkeypatch, csv_reader.TIERS)
+    assert got["tier"] == "typed"
     (q,) = got["quarantine"]
     assert q["message"] == "'cpu_util' = 1.50 is above the maximum 1 fraction"
     assert json.loads(q["raw_record"])["cpu_util"] == "1.50"
     assert got["ledger"][0]["rows_accepted"] == N_ROWS - 1
+
+
+@pytest.mark.parametrize("gz", [False, True], ids=["plain", "gzip"])
+def test_a_value_pyarrow_cannot_read_as_a_number_turns_the_rest_of_the_file_to_text(
+    tmp_path, hw, monkeypatch, gz
+):
+    """Late in the file (past pyarrow's first 8 MiB block), the rows before it stay the typed tier's and
+    the rest is read as text from the first record not read yet; in the first block, the lines tier reads
+    the file. Either way the answer is the reference's."""
+    import gzip
+
+    monkeypatch.setattr(csv_reader, "CSV_BLOCK_BYTES", 1 << 20)  # several blocks in a 10 MB file
+    for at, tier in ((LATE, "typed"), (EARLY, "lines")):
+        data = hostile_file("not_a_number", at)
+        data = gzip.compress(data, 1) if gz else data
+        name = "utilisation_samples.csv.gz" if gz else "utilisation_samples.csv"
+        got = outcome(tmp_path / f"{at}", data, hw, monkeypatch, csv_reader.TIERS, name=name)
+        want = outcome(tmp_path / f"ref{at}", data, hw, monkeypatch, REFERENCE, name=name)
+        assert got["tier"] == tier
+        for part in ("ledger", "quarantine"):
+            assert got[part] == want[part], (at, part)
+        assert got["accepted"].equals(want["accepted"])
+        (q,) = got["quarantine"]
+        assert q["message"] == "'mem_cap_util' = high is not a value of type float64"
 
 
 _NUMBER_TEXT = st.one_of(

@@ -53,7 +53,7 @@ from pipelines.lib.ingest.readers.base import (
     FallBack,
     FileInfo,
     FileProblem,
-    NumbersRejected,
+    Inconsistent,
     RawBatch,
     Source,
     prefetched,
@@ -122,10 +122,6 @@ def table_of(lf: LandingFile, staging: Path) -> str | None:
     return fmt.table if fmt is not None and fmt.table else table_for(lf.path.name)
 
 
-class Inconsistent(Exception):
-    """A fast tier's verdict on a row differs from the reference path's: the file is read again by it."""
-
-
 @dataclass
 class FileState:
     """One landing file's ledger entry and what ingest learnt while reading it."""
@@ -147,7 +143,7 @@ class FileState:
     @property
     def from_lines(self) -> bool:
         """Raw records are the rows' original lines (read back when needed)."""
-        return self.fmt is not None and self.fmt.line_texts is not None
+        return self.fmt is not None and self.fmt.raw_is_line
 
     def counts(self) -> tuple[int, int]:
         """(rows accepted, rows quarantined) for the ledger."""
@@ -476,13 +472,6 @@ class Day:
         f.entry.reader_tier = f.info.tier
 
     def _consume(self, f: FileState, c: Contract) -> None:
-        try:
-            self._consume_tiers(f, c)
-        except NumbersRejected:
-            f.info.numbers_as_text = True
-            self._consume_tiers(f, c)
-
-    def _consume_tiers(self, f: FileState, c: Contract) -> None:
         self.drop_rows(f)
         f.entry.rows_in = 0
         with contextlib.closing(prefetched(f.fmt.read(f.src, c, f.info))) as batches:
@@ -499,14 +488,13 @@ class Day:
                     self._validate(f, c, b)
 
     def _validate(self, f: FileState, c: Contract, b: RawBatch) -> None:
+        quoted = b.exact and b.value_texts  # else the rejects are judged again from their lines
         v = validate_rows(
-            b.frame, c, carry=(ROW,), allowed=self.allowed, raw_column=b.raw_column, raw_records=b.exact
+            b.frame, c, carry=(ROW,), allowed=self.allowed, raw_column=b.raw_column, raw_records=quoted
         )
-        if b.all_or_nothing and v.rejected.height:
-            raise NumbersRejected(f"{f.lf.relpath}: row {v.rejected[ROW][0]}")
         dropped = v.rejected[ROW]
         if v.rejected.height:
-            f.rejects.add(reject_frame(v.rejected, judge=not b.exact))
+            f.rejects.add(reject_frame(v.rejected, judge=not quoted))
         if c.name == METRICS:
             self._write_metrics(f, v.accepted)
             return
@@ -734,10 +722,10 @@ class Day:
         kept = f.rejects.kept
         pending = pl.col(FILL) | pl.col(JUDGE)
         todo = kept.filter(pending)
-        if not todo.height or not f.from_lines:
+        if not todo.height or f.fmt.line_texts is None:
             return
         done = []
-        with f.fmt.verdicts() as judge:
+        with f.fmt.verdicts(f.src) as judge:
             for texts in f.fmt.line_texts(f.src, np.unique(todo[ROW].to_numpy())):
                 part = todo.filter(pl.col(ROW).is_in(list(texts))).with_columns(
                     pl.col(ROW).replace_strict(texts, return_dtype=pl.String).alias("__text")

@@ -3,7 +3,8 @@
 A format declares how to recognise it (a magic number that beats the file name, the names it goes by, a
 sniff of the content when the name says nothing), how to read it in batches (``read``: RawBatch or
 FallBack, rows numbered as the format defines its row numbers) and, for formats whose records are lines,
-how to recover a row's original text (``line_texts``) and the reference verdict on a line (``verdicts``).
+how to recover a row's original text (``line_texts``) and the reference verdict on a line (``verdicts``);
+``raw_is_line`` when a rejected row's raw record is its line (JSON Lines) rather than its fields (CSV).
 A format whose files always feed one contract says which (``table``: Prometheus exports feed
 metric_samples whatever their name); the others feed the table their file's name gives. Adding a format is
 one module and one line in ``FORMATS``.
@@ -32,7 +33,9 @@ class Format:
         False
     )  # content that suggests it when the name says nothing
     line_texts: Callable | None = None  # (Source, sorted rows) -> groups of {row: original text}
-    verdicts: Callable | None = None  # a context: (Contract, {row: text}, allowed, rel) -> reference verdicts
+    # (Source) -> a context: (Contract, {row: text}, allowed, rel) -> reference verdicts (verdict_frame)
+    verdicts: Callable | None = None
+    raw_is_line: bool = False
     table: str | None = None  # the contract every file of this format feeds (None: the file's name says)
 
 
@@ -45,8 +48,16 @@ FORMATS: tuple[Format, ...] = (
         sniff=lambda head: head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"{", b"["),
         line_texts=jsonl.line_texts,
         verdicts=jsonl.Verdicts,
+        raw_is_line=True,
     ),
-    Format("csv", (".csv",), csv.read, "the line on which the record starts (the header is line 1)"),
+    Format(
+        "csv",
+        (".csv",),
+        csv.read,
+        "the line on which the record starts (the header is line 1)",
+        line_texts=csv.line_texts,
+        verdicts=csv.Verdicts,
+    ),
     Format("parquet", (".parquet",), parquet.read, "the row", magic=lambda head: head[:4] == b"PAR1"),
     Format(
         "prometheus_json",

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import polars as pl
 
+from pipelines.lib.contracts import Validated
 from pipelines.lib.settings import IngestLimits
 
 # The limits on one file (batch size, record size, expansion, rejects listed) are the deployment's
@@ -56,9 +57,9 @@ class RawBatch:
     extras: pl.DataFrame | None = None  # __fleet_row, fields (JSON of the fields no contract knows)
     raw_column: str | None = None  # column of ``frame`` holding each row's original text
     exact: bool = True
-    # numbers read as numbers by a tier that cannot recover a row's text: any row the validation rejects
-    # gives the tier up (``NumbersRejected``) and the file is read again with numbers as text
-    all_or_nothing: bool = False
+    # the values of ``frame`` are their text as written; a tier that reads numbers as numbers with exact
+    # values (CSV's typed tier) sets it False: its rejected rows are judged again from their lines
+    value_texts: bool = True
 
 
 @dataclass
@@ -68,12 +69,26 @@ class FileInfo:
     extra_columns: list[str] = field(default_factory=list)
     tier: str | None = None  # the reader tier whose answer was kept (formats with tiers)
     reference_only: bool = False  # read by the format's reference tier alone (a fast tier was wrong)
-    numbers_as_text: bool = False  # a tier reading numbers as numbers met a rejected row: text tiers only
 
 
-class NumbersRejected(Exception):
-    """A batch read with ``all_or_nothing`` has a row the validation rejects; its message and raw record
-    must quote the value's text, which that tier does not have."""
+class Inconsistent(Exception):
+    """A fast tier's verdict on a row differs from the reference path's: the file is read again by it."""
+
+
+def verdict_frame(v: Validated, rejects: pl.DataFrame | None = None) -> pl.DataFrame:
+    """The reference path's verdicts on rows (``Format.verdicts``): ``accepted``, else their reject
+    (reason_code, field, message, raw_record), by row number."""
+    columns = [ROW, "accepted", "reason_code", "field", "message", "raw_record"]
+    rejected = [v.rejected] if rejects is None else [v.rejected, rejects]
+    return pl.concat(
+        [
+            *[r.with_columns(pl.lit(False).alias("accepted")).select(columns) for r in rejected],
+            v.accepted.select(ROW)
+            .with_columns(pl.lit(None, pl.String).alias(x) for x in columns[2:])
+            .with_columns(pl.lit(True).alias("accepted"))
+            .select(columns),
+        ]
+    ).sort(ROW)
 
 
 @dataclass

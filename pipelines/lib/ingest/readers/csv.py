@@ -9,11 +9,14 @@ checks (a quote opens a field or ends one, "" inside a quoted field); a file wit
 numbered by Python's csv module instead (the ``python`` tier, slower). A record with the wrong number of
 fields is rejected alone (``bad_csv_row``), not the whole file.
 
-The first tier (``typed``) has pyarrow read the contract's finite float columns as numbers, which skips
-building and converting their text (most of a samples file's bytes). It answers as the text tiers only
-where every row is accepted: pyarrow reads a finite number exactly as the text path's parse does (tested
-value by value), but a rejected row's message and raw record quote its text. So a value pyarrow cannot
-read, or any row the validation rejects, gives the tier up and the text tiers read the file again.
+The first tier (``typed``, files without quotes) has pyarrow read the contract's finite float columns as
+numbers, which skips building and converting their text (most of a samples file's bytes). pyarrow reads a
+finite number exactly as the text path's parse does (tested value by value; a non-finite one is a reject
+anyway), so the accepted rows are the text tiers'. A rejected row's message and raw record must quote the
+value as written, so its line is read back once the file is read and judged by the text path
+(``Verdicts``). From a value pyarrow cannot read as a number on, the tier reads the rest of the file as text
+(the rows before it are the text tiers' own); a problem there gives the tier up: the ``lines`` tier reads
+the file from its start.
 """
 
 from __future__ import annotations
@@ -30,12 +33,13 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from pipelines.lib.contracts import Contract
+from pipelines.lib.contracts import Contract, validate_rows
 from pipelines.lib.ingest.readers.base import (
     ROW,
     FallBack,
     FileInfo,
     FileProblem,
+    Inconsistent,
     RawBatch,
     Source,
     bad_encoding,
@@ -45,6 +49,7 @@ from pipelines.lib.ingest.readers.base import (
     oversized,
     prefetched,
     refuse_reserved,
+    verdict_frame,
 )
 
 TIERS = ("typed", "lines", "rfc4180", "python")
@@ -131,6 +136,12 @@ class _Numbering:
             np.concatenate(bad_lines) if bad_lines else empty,
             np.concatenate(bad_fields) if bad_fields else empty,
         )
+
+    def next_line(self) -> int | None:
+        """The line of the first record not taken yet; None when none is left."""
+        while not len(self._lines) and self._more():
+            pass
+        return int(self._lines[0]) if len(self._lines) else None
 
     def finish(self) -> None:
         """No record may be left once pyarrow is done."""
@@ -316,32 +327,33 @@ def _tier(src: Source, c: Contract, info: FileInfo, tier: str) -> Iterator[RawBa
         # row is bounded by the block, at least 8 MiB (smaller blocks cost speed), more when the limit is.
         block = max(CSV_BLOCK_BYTES, limits.max_record_bytes + 1)
         try:
-            reader = pacsv.open_csv(
-                stream,
-                read_options=pacsv.ReadOptions(block_size=block, column_names=header, skip_rows=1),
-                parse_options=pacsv.ParseOptions(newlines_in_values=True, invalid_row_handler=invalid.add),
-                convert_options=pacsv.ConvertOptions(
-                    column_types={h: pa.float64() if h in numbers else pa.string() for h in header},
-                    null_values=[""],
-                    strings_can_be_null=True,
-                    quoted_strings_can_be_null=False,
-                ),
-            )
+            reader = _reader(stream, header, numbers, 1, block, invalid)
         except pa.ArrowInvalid as exc:
             raise _problem(src.rel, exc, invalid, block - 1, typed) from exc
         # the numbering pass reads the file again in a thread of its own, beside pyarrow's parse
         with (
             src.open() as again,
             contextlib.closing(prefetched(_NUMBERINGS[tier](again, len(header)))) as records,
+            contextlib.ExitStack() as rest,
         ):
             numbering = _Numbering(records, len(header))
+            as_text = False  # the typed tier went on as text from a value pyarrow could not read as a number
             while True:
                 try:
                     rb = reader.read_next_batch()
                 except StopIteration:
                     break
                 except pa.ArrowInvalid as exc:
-                    raise _problem(src.rel, exc, invalid, block - 1, typed) from exc
+                    problem = _problem(src.rel, exc, invalid, block - 1, typed)
+                    line = numbering.next_line() if isinstance(problem, NotNumbers) and not as_text else None
+                    if line is None:
+                        raise problem from exc
+                    # the rows read so far are the text tiers' own: the rest of the file is read as text,
+                    # from the first record not read yet (a problem there reads the file from the start)
+                    tail = rest.enter_context(src.open())
+                    _skip(tail, _line_offset(src, line))
+                    reader, as_text = _reader(tail, header, (), 0, block, invalid), True
+                    continue
                 lines, bad_lines, bad_fields = numbering.take(rb.num_rows, invalid.pending)
                 frame = pl.from_arrow(rb).with_columns(pl.Series(ROW, lines)).rename(internal)
                 rejects = _malformed(bad_lines, bad_fields, invalid, len(header))
@@ -349,13 +361,54 @@ def _tier(src: Source, c: Contract, info: FileInfo, tier: str) -> Iterator[RawBa
                     frame=frame.drop(internal.values()),
                     rejects=rejects,
                     extras=extras_json(frame, extras),
-                    all_or_nothing=typed,
+                    value_texts=not typed or as_text,
                 )
             while invalid.pending:  # malformed records after the last row, a batch at a time
                 _, bad_lines, bad_fields = numbering.take(0, min(invalid.pending, limits.batch_rows))
                 rejects = _malformed(bad_lines, bad_fields, invalid, len(header))
                 yield RawBatch(frame=pl.DataFrame({ROW: pl.Series([], dtype=pl.Int64)}), rejects=rejects)
             numbering.finish()
+
+
+def _reader(stream, header: list[str], numbers, skip_rows: int, block: int, invalid: _Skipped):
+    """pyarrow's streaming reader over ``stream``: the ``numbers`` columns as float64, the others as text
+    (an unquoted empty field null, a quoted one the empty string)."""
+    return pacsv.open_csv(
+        stream,
+        read_options=pacsv.ReadOptions(block_size=block, column_names=header, skip_rows=skip_rows),
+        parse_options=pacsv.ParseOptions(newlines_in_values=True, invalid_row_handler=invalid.add),
+        convert_options=pacsv.ConvertOptions(
+            column_types={h: pa.float64() if h in numbers else pa.string() for h in header},
+            null_values=[""],
+            strings_can_be_null=True,
+            quoted_strings_can_be_null=False,
+        ),
+    )
+
+
+def _line_offset(src: Source, line: int) -> int:
+    """The byte offset at which ``line`` starts, in a file without quotes or lone CRs (one pass)."""
+    first, base = 1, 0  # the line and offset of the part's first byte
+    with src.open() as stream:
+        for arr, _, _ in _parts(stream):
+            ends = np.flatnonzero(arr == _LF)
+            if line < first + len(ends) + (arr[-1] != _LF):
+                k = line - first
+                return base + (int(ends[k - 1]) + 1 if k else 0)
+            first, base = first + len(ends), base + len(arr)
+    raise Irregular(f"no line {line} in the file")
+
+
+def _skip(stream, n: int) -> None:
+    """Position ``stream`` ``n`` bytes in (read through when it cannot seek: a gzip stream)."""
+    if stream.seekable():
+        stream.seek(n)
+        return
+    while n > 0:
+        got = len(stream.read(min(n, 8 << 20)))
+        if not got:
+            raise Irregular("the file ended early")
+        n -= got
 
 
 class _Skipped:
@@ -436,9 +489,9 @@ def _problem(rel: str, exc: Exception, invalid: _Skipped, limit: int, typed: boo
 
 def read(src: Source, c: Contract, info: FileInfo) -> Iterator[RawBatch | FallBack]:
     """Numbers typed first, then the vectorised numberings; Python's csv module numbers a file whose
-    quoting they cannot follow. A file a typed batch of which had a rejected row skips the typed tier."""
+    quoting they cannot follow."""
     *fast, last = TIERS
-    tiers = [] if info.reference_only else [t for t in fast if t != "typed" or not info.numbers_as_text]
+    tiers = [] if info.reference_only else list(fast)
     while tiers:
         tier = tiers.pop(0)
         try:
@@ -451,3 +504,67 @@ def read(src: Source, c: Contract, info: FileInfo) -> Iterator[RawBatch | FallBa
                 tiers = [t for t in tiers if t != "lines"]
     yield from _tier(src, c, info, last)
     info.tier = last
+
+
+# ---------------------------------------------------------------- rows judged again (typed tier)
+
+TEXT_GROUP = 64  # lines handed out (and judged) at once, at most
+TEXT_GROUP_BYTES = 4 << 20  # ... and about this much text
+
+
+def line_texts(src: Source, rows: np.ndarray) -> Iterator[dict[int, str]]:
+    """The text of the given lines (sorted, unique; without their line end) of a file without quotes or
+    lone CRs (the typed tier's), a group at a time; one pass over the file, memory bounded by a group."""
+    if not len(rows):
+        return
+    group: dict[int, str] = {}
+    size, line = 0, 1  # the line of the part's first byte
+    with src.open() as stream:
+        for arr, _, _ in _parts(stream):
+            ends = np.flatnonzero(arr == _LF)
+            if arr[-1] != _LF:
+                ends = np.append(ends, len(arr))
+            lo, hi = np.searchsorted(rows, [line, line + len(ends)])
+            for r in rows[lo:hi].tolist():
+                k = r - line
+                start = int(ends[k - 1]) + 1 if k else 0
+                text = arr[start : int(ends[k])].tobytes().removesuffix(b"\r")
+                group[r] = text.decode("utf-8")  # the typed tier read its fields as UTF-8 or numbers
+                size += len(text)
+                if len(group) == TEXT_GROUP or size >= TEXT_GROUP_BYTES:
+                    yield group
+                    group, size = {}, 0
+            line += len(ends)
+            if hi == len(rows):
+                break
+    if group:
+        yield group
+
+
+class Verdicts:
+    """The text tiers' verdict on given lines of a file without quotes: each line's fields split at its
+    commas, an empty field null (as pyarrow reads an unquoted empty field), validated as the text tiers
+    validate their batches (the contract's columns in the header's order, then the row number)."""
+
+    def __init__(self, src: Source) -> None:
+        with src.open() as raw:
+            stream = raw if hasattr(raw, "peek") else io.BufferedReader(raw)
+            self._header = _header(stream, src.rel, src.limits.max_record_bytes)
+
+    def __enter__(self) -> Verdicts:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    def __call__(self, c: Contract, texts: dict[int, str], allowed, rel: str) -> pl.DataFrame:
+        """Lines (row -> text): ``accepted``, else the reject the text tiers give them."""
+        names = {col.name for col in c.landing_columns}
+        fields = pl.Series(list(texts.values()), dtype=pl.String).str.split(",")
+        if (fields.list.len() != len(self._header)).any():
+            raise Inconsistent(f"{rel}: a judged line has another number of fields than the header")
+        frame = pl.DataFrame(
+            [fields.list.get(i).alias(h).replace("", None) for i, h in enumerate(self._header) if h in names]
+            + [pl.Series(ROW, list(texts), dtype=pl.Int64)]
+        )
+        return verdict_frame(validate_rows(frame, c, carry=(ROW,), allowed=allowed))

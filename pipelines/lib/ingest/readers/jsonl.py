@@ -44,6 +44,7 @@ from pipelines.lib.ingest.readers.base import (
     fill,
     oversized,
     refuse_reserved,
+    verdict_frame,
 )
 from pipelines.lib.settings import IngestLimits
 from pipelines.lib.sqlfiles import sql_text
@@ -502,7 +503,7 @@ def line_texts(src: Source, rows: np.ndarray) -> Iterator[dict[int, str]]:
 class Verdicts:
     """The precise path's verdict on given lines, one DuckDB connection for a file's groups of lines."""
 
-    def __init__(self) -> None:
+    def __init__(self, src: Source) -> None:
         self._con = _connect()
 
     def __enter__(self) -> Verdicts:
@@ -523,16 +524,4 @@ class Verdicts:
 
 def _verdict_frame(batch: RawBatch, c: Contract, allowed) -> pl.DataFrame:
     v = validate_rows(batch.frame, c, carry=(ROW,), allowed=allowed, raw_column=RAW)
-    columns = [ROW, "accepted", "reason_code", "field", "message", "raw_record"]
-    rejected = [v.rejected]
-    if batch.rejects is not None:
-        rejected.append(batch.rejects)
-    return pl.concat(
-        [
-            *[r.with_columns(pl.lit(False).alias("accepted")).select(columns) for r in rejected],
-            v.accepted.select(ROW)
-            .with_columns(pl.lit(None, pl.String).alias(x) for x in columns[2:])
-            .with_columns(pl.lit(True).alias("accepted"))
-            .select(columns),
-        ]
-    ).sort(ROW)
+    return verdict_frame(v, batch.rejects)
