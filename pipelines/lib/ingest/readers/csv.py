@@ -24,6 +24,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import csv as pycsv
+import functools
 import io
 from collections.abc import Iterator
 from typing import NamedTuple
@@ -31,6 +32,7 @@ from typing import NamedTuple
 import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from pipelines.lib.contracts import Contract, validate_rows
@@ -65,6 +67,10 @@ class Irregular(Exception):
 class NotNumbers(Irregular):
     """pyarrow stopped with numbers typed (a value it cannot read as one, or a problem whose message the
     text tiers must give): the text tier of the same numbering reads the file."""
+
+    def __init__(self, why: str, *, unreadable_number: bool = False):
+        super().__init__(why)
+        self.unreadable_number = unreadable_number  # the typed tier may read on as text from its record
 
 
 def _header(stream: io.BufferedIOBase, rel: str, limit: int) -> list[str]:
@@ -106,8 +112,9 @@ class _Numbering:
         return True
 
     def take(self, n: int, reported: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The next records: up to the n-th well-formed one (pyarrow's next n rows), then as many malformed
-        ones as pyarrow reported and were not taken yet. Returns (lines of the n rows, lines and field
+        """The next records: up to the n-th well-formed one (pyarrow's next n rows), then the malformed ones
+        that follow, as many as pyarrow reported and were not taken yet (it may report those of blocks it
+        parsed ahead: they wait for their place). Returns (lines of the n rows, lines and field
         counts of the malformed records among them)."""
         out, bad_lines, bad_fields = [], [], []
         while n or reported:
@@ -120,7 +127,7 @@ class _Numbering:
             else:  # only malformed records may come before pyarrow's next row
                 k = min(int(np.argmax(ok)) if ok.any() else len(ok), reported)
                 if k == 0:
-                    raise Irregular("pyarrow skipped a record the numbering pass finds well formed")
+                    break  # the others reported come later: pyarrow parsed ahead of this batch
             lines, fields, ok = self._lines[:k], self._fields[:k], ok[:k]
             self._lines, self._fields = self._lines[k:], self._fields[k:]
             out.append(lines[ok])
@@ -190,7 +197,9 @@ def _part(buf: bytearray, view: memoryview, n: int) -> Part:
     return Part(arr, buf.find(b'"', 0, n) >= 0, buf.find(b"\r", 0, n) >= 0)
 
 
-def _line_records(stream: io.BufferedIOBase, width: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def _line_records(
+    stream: io.BufferedIOBase, width: int, longest: int | None = None
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Records numbered as the non-empty lines after the header: exact for a file without quotes or lone
     CRs (checked); field counts are not looked at (the tier gives up on a malformed record)."""
     line, header = 1, True
@@ -209,6 +218,8 @@ def _line_records(stream: io.BufferedIOBase, width: int) -> Iterator[tuple[np.nd
         if arr[-1] != _LF:
             ends = np.append(ends, n)
         gap = np.diff(ends, prepend=-1)  # each line's length + 1
+        if longest is not None and gap.max() > longest:
+            raise NotNumbers(f"a line longer than {longest:,} bytes")
         crlf = (gap > 1) & (arr[np.maximum(ends - 1, 0)] == _CR) if has_cr else 0  # a CRLF's CR: no content
         keep = gap - crlf > 1
         if header:
@@ -280,7 +291,10 @@ def _rfc4180_records(stream: io.BufferedIOBase, width: int) -> Iterator[tuple[np
 
 def _python_records(stream: io.BufferedIOBase, width: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Records numbered by Python's csv module (any quoting it reads; a line at a time)."""
-    text = io.TextIOWrapper(stream, encoding="utf-8-sig", newline="")
+    # bytes that are not UTF-8 are pyarrow's to report (file_bad_encoding), whichever thread meets them first
+    text = io.TextIOWrapper(stream, encoding="utf-8-sig", errors="surrogateescape", newline="")
+    # a field may be as long as pyarrow's block allows (the module's default limit is 128 KiB; it is global)
+    pycsv.field_size_limit(max(pycsv.field_size_limit(), 2**31 - 1))
     reader = pycsv.reader(text)
     next(reader, None)
     lines, fields, last = [], [], reader.line_num
@@ -326,6 +340,10 @@ def _tier(src: Source, c: Contract, info: FileInfo, tier: str) -> Iterator[RawBa
         # pyarrow parses blocks of whole rows: a row longer than the block refuses the file. So a CSV data
         # row is bounded by the block, at least 8 MiB (smaller blocks cost speed), more when the limit is.
         block = max(CSV_BLOCK_BYTES, limits.max_record_bytes + 1)
+        # where pyarrow cuts a file into blocks depends on where it starts reading, and a row longer than a
+        # block is refused or not by where the cuts fall: so the typed tier, which may start again mid-file,
+        # reads only files whose lines are all well under a block (no row can straddle)
+        numbered = functools.partial(_line_records, longest=block // 2) if typed else _NUMBERINGS[tier]
         try:
             reader = _reader(stream, header, numbers, 1, block, invalid)
         except pa.ArrowInvalid as exc:
@@ -333,11 +351,25 @@ def _tier(src: Source, c: Contract, info: FileInfo, tier: str) -> Iterator[RawBa
         # the numbering pass reads the file again in a thread of its own, beside pyarrow's parse
         with (
             src.open() as again,
-            contextlib.closing(prefetched(_NUMBERINGS[tier](again, len(header)))) as records,
+            contextlib.closing(prefetched(numbered(again, len(header)))) as records,
             contextlib.ExitStack() as rest,
         ):
             numbering = _Numbering(records, len(header))
-            as_text = False  # the typed tier went on as text from a value pyarrow could not read as a number
+            as_text = False  # the typed tier went on as text from a number it could not give
+
+            def text_from_here(why: str):
+                """The rows read so far are the text tiers' own: the rest of the file is read as text, from
+                the first record not read yet (a problem there reads the whole file as text)."""
+                line = numbering.next_line()
+                if line is None:
+                    raise NotNumbers(f"{why}, after the last record")
+                tail = rest.enter_context(src.open())
+                _skip(tail, _line_offset(src, line))
+                try:
+                    return _reader(tail, header, (), 0, block, invalid)
+                except pa.ArrowInvalid as exc:
+                    raise NotNumbers(f"pyarrow stopped reading from line {line} ({exc})") from exc
+
             while True:
                 try:
                     rb = reader.read_next_batch()
@@ -345,14 +377,14 @@ def _tier(src: Source, c: Contract, info: FileInfo, tier: str) -> Iterator[RawBa
                     break
                 except pa.ArrowInvalid as exc:
                     problem = _problem(src.rel, exc, invalid, block - 1, typed)
-                    line = numbering.next_line() if isinstance(problem, NotNumbers) and not as_text else None
-                    if line is None:
+                    if as_text or not isinstance(problem, NotNumbers) or not problem.unreadable_number:
                         raise problem from exc
-                    # the rows read so far are the text tiers' own: the rest of the file is read as text,
-                    # from the first record not read yet (a problem there reads the file from the start)
-                    tail = rest.enter_context(src.open())
-                    _skip(tail, _line_offset(src, line))
-                    reader, as_text = _reader(tail, header, (), 0, block, invalid), True
+                    reader, as_text = text_from_here("a value pyarrow cannot read as a number"), True
+                    continue
+                if typed and not as_text and _not_finite(rb, numbers):
+                    # a reject whose reason the text parse may not share (nan(1) is not a number to it)
+                    _close(reader)
+                    reader, as_text = text_from_here("a number that is not finite"), True
                     continue
                 lines, bad_lines, bad_fields = numbering.take(rb.num_rows, invalid.pending)
                 frame = pl.from_arrow(rb).with_columns(pl.Series(ROW, lines)).rename(internal)
@@ -365,6 +397,8 @@ def _tier(src: Source, c: Contract, info: FileInfo, tier: str) -> Iterator[RawBa
                 )
             while invalid.pending:  # malformed records after the last row, a batch at a time
                 _, bad_lines, bad_fields = numbering.take(0, min(invalid.pending, limits.batch_rows))
+                if not len(bad_lines):
+                    raise Irregular("pyarrow skipped a record the numbering pass finds well formed")
                 rejects = _malformed(bad_lines, bad_fields, invalid, len(header))
                 yield RawBatch(frame=pl.DataFrame({ROW: pl.Series([], dtype=pl.Int64)}), rejects=rejects)
             numbering.finish()
@@ -397,6 +431,18 @@ def _line_offset(src: Source, line: int) -> int:
                 return base + (int(ends[k - 1]) + 1 if k else 0)
             first, base = first + len(ends), base + len(arr)
     raise Irregular(f"no line {line} in the file")
+
+
+def _not_finite(rb: pa.RecordBatch, numbers) -> bool:
+    """Whether a typed column of the batch holds NaN or an infinity."""
+    typed = [rb.column(name) for name in rb.schema.names if name in numbers]
+    return any(pc.any(pc.invert(pc.is_finite(column))).as_py() for column in typed)
+
+
+def _close(reader) -> None:
+    """Stop a reader left behind (its read-ahead)."""
+    with contextlib.suppress(Exception):
+        reader.close()
 
 
 def _skip(stream, n: int) -> None:
@@ -474,7 +520,8 @@ def _problem(rel: str, exc: Exception, invalid: _Skipped, limit: int, typed: boo
         return Irregular("a malformed record")
     text = str(exc).splitlines()[0]
     if typed:
-        return NotNumbers(f"pyarrow stopped ({text[:200]})")
+        unreadable = "conversion error to double" in text
+        return NotNumbers(f"pyarrow stopped ({text[:200]})", unreadable_number=unreadable)
     if "UTF8" in text or "utf8" in text.lower():
         return FileProblem(
             "file_bad_encoding", f"{rel}: not UTF-8 text ({text}); re-export the file as UTF-8"
