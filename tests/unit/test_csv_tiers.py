@@ -68,7 +68,7 @@ HOSTILE = {
     "repeats_an_earlier_row": lambda rs, i: [rs[1]],
     "many_malformed": lambda rs, i: [b"a,b" for _ in range(1500)],
     "quoted_break_then_malformed": lambda rs, i: [_field(rs[i], 2, b'"a\n\nb"'), b"x,y"],
-    # numbers the typed tier reads itself: the same value as the text parse, or it gives up
+    # numbers the typed tier reads itself: the same value as the text parse, or it reads on as text
     "padded_number": lambda rs, i: [_field(rs[i], 4, b" \t0.5 ")],
     "signed_number": lambda rs, i: [_field(rs[i], 5, b"+.5")],
     "negative_zero": lambda rs, i: [_field(rs[i], 7, b"-0")],
@@ -131,17 +131,22 @@ def reference(tmp_path_factory, hw):
     return get
 
 
+def every_tier_as(want: dict, data: bytes, tmp_path, hw, monkeypatch, what: str) -> None:
+    """Each tier forced first gives the reference's ledger, quarantine and accepted rows."""
+    for label, tiers in FORCED.items():
+        got = outcome(tmp_path / label, data, hw, monkeypatch, tiers)
+        for part in ("ledger", "quarantine"):
+            assert got[part] == want[part], f"{what} / {label}: {part}"
+        assert got["accepted"].equals(want["accepted"]), f"{what} / {label}"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("at", [EARLY, LATE], ids=["early", "late"])
 @pytest.mark.parametrize("kind", sorted(HOSTILE))
 def test_every_tier_numbers_lines_as_the_reference(kind, at, tmp_path, hw, monkeypatch, reference):
     data = hostile_file(kind, at)
     want = reference((kind, at), data, monkeypatch)
-    for label, tiers in FORCED.items():
-        got = outcome(tmp_path / label, data, hw, monkeypatch, tiers)
-        for part in ("ledger", "quarantine"):
-            assert got[part] == want[part], f"{kind} at {at} / {label}: {part}"
-        assert got["accepted"].equals(want["accepted"]), f"{kind} at {at} / {label}"
+    every_tier_as(want, data, tmp_path, hw, monkeypatch, f"{kind} at {at}")
     led = want["ledger"][0]
     assert led["rows_in"] == led["rows_accepted"] + led["rows_quarantined"]
 
@@ -167,11 +172,7 @@ def test_every_tier_answers_as_the_reference_across_small_blocks(kind, at, tmp_p
     monkeypatch.setattr(csv_reader, "CSV_BLOCK_BYTES", 1 << 20)
     data = hostile_file(kind, at)
     want = outcome(tmp_path / "ref", data, hw, monkeypatch, REFERENCE)
-    for label, tiers in FORCED.items():
-        got = outcome(tmp_path / label, data, hw, monkeypatch, tiers)
-        for part in ("ledger", "quarantine"):
-            assert got[part] == want[part], f"{kind} at {at} / {label}: {part}"
-        assert got["accepted"].equals(want["accepted"]), f"{kind} at {at} / {label}"
+    every_tier_as(want, data, tmp_path, hw, monkeypatch, f"{kind} at {at}")
 
 
 @pytest.mark.slow

@@ -14,9 +14,9 @@ numbers, which skips building and converting their text (most of a samples file'
 finite number exactly as the text path's parse does (tested value by value; a non-finite one is a reject
 anyway), so the accepted rows are the text tiers'. A rejected row's message and raw record must quote the
 value as written, so its line is read back once the file is read and judged by the text path
-(``Verdicts``). From a value pyarrow cannot read as a number on, the tier reads the rest of the file as text
-(the rows before it are the text tiers' own); a problem there gives the tier up: the ``lines`` tier reads
-the file from its start.
+(``Verdicts``). From a value pyarrow cannot read as a number, or reads as a non-finite one (the text parse
+may not read it: ``nan(1)``), on, the tier reads the rest of the file as text (the rows before it are the
+text tiers' own); any other problem gives the tier up: the ``lines`` tier reads the file from its start.
 """
 
 from __future__ import annotations
@@ -420,16 +420,25 @@ def _reader(stream, header: list[str], numbers, skip_rows: int, block: int, inva
     )
 
 
+def _line_parts(stream: io.BufferedIOBase) -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
+    """The parts of a file without quotes or lone CRs: (the line and byte offset of a part's first byte,
+    its bytes, where each of its lines ends; a last line without a line end ends with the part)."""
+    line, offset = 1, 0
+    for arr, _, _ in _parts(stream):
+        ends = np.flatnonzero(arr == _LF)
+        if arr[-1] != _LF:
+            ends = np.append(ends, len(arr))
+        yield line, offset, arr, ends
+        line, offset = line + len(ends), offset + len(arr)
+
+
 def _line_offset(src: Source, line: int) -> int:
     """The byte offset at which ``line`` starts, in a file without quotes or lone CRs (one pass)."""
-    first, base = 1, 0  # the line and offset of the part's first byte
     with src.open() as stream:
-        for arr, _, _ in _parts(stream):
-            ends = np.flatnonzero(arr == _LF)
-            if line < first + len(ends) + (arr[-1] != _LF):
+        for first, offset, _, ends in _line_parts(stream):
+            if line < first + len(ends):
                 k = line - first
-                return base + (int(ends[k - 1]) + 1 if k else 0)
-            first, base = first + len(ends), base + len(arr)
+                return offset + (int(ends[k - 1]) + 1 if k else 0)
     raise Irregular(f"no line {line} in the file")
 
 
@@ -565,15 +574,12 @@ def line_texts(src: Source, rows: np.ndarray) -> Iterator[dict[int, str]]:
     if not len(rows):
         return
     group: dict[int, str] = {}
-    size, line = 0, 1  # the line of the part's first byte
+    size = 0
     with src.open() as stream:
-        for arr, _, _ in _parts(stream):
-            ends = np.flatnonzero(arr == _LF)
-            if arr[-1] != _LF:
-                ends = np.append(ends, len(arr))
-            lo, hi = np.searchsorted(rows, [line, line + len(ends)])
+        for first, _, arr, ends in _line_parts(stream):
+            lo, hi = np.searchsorted(rows, [first, first + len(ends)])
             for r in rows[lo:hi].tolist():
-                k = r - line
+                k = r - first
                 start = int(ends[k - 1]) + 1 if k else 0
                 text = arr[start : int(ends[k])].tobytes().removesuffix(b"\r")
                 group[r] = text.decode("utf-8")  # the typed tier read its fields as UTF-8 or numbers
@@ -581,7 +587,6 @@ def line_texts(src: Source, rows: np.ndarray) -> Iterator[dict[int, str]]:
                 if len(group) == TEXT_GROUP or size >= TEXT_GROUP_BYTES:
                     yield group
                     group, size = {}, 0
-            line += len(ends)
             if hi == len(rows):
                 break
     if group:
