@@ -71,6 +71,25 @@ class FileInfo:
     reference_only: bool = False  # read by the format's reference tier alone (a fast tier was wrong)
 
 
+TEXT_GROUP = 64  # lines handed out (and judged) at once, at most
+TEXT_GROUP_BYTES = 4 << 20  # ... and about this much text (a line may be up to max_record_bytes)
+
+
+def text_groups(texts: Iterator[tuple[int, str]]) -> Iterator[dict[int, str]]:
+    """(row, original text) pairs in groups of TEXT_GROUP rows or about TEXT_GROUP_BYTES of text, so that
+    reading rows back (``Format.line_texts``) holds one group in memory."""
+    group: dict[int, str] = {}
+    size = 0
+    for row, text in texts:
+        group[row] = text
+        size += len(text)
+        if len(group) == TEXT_GROUP or size >= TEXT_GROUP_BYTES:
+            yield group
+            group, size = {}, 0
+    if group:
+        yield group
+
+
 class Inconsistent(Exception):
     """A fast tier's verdict on a row differs from the reference path's: the file is read again by it."""
 

@@ -51,6 +51,7 @@ from pipelines.lib.ingest.readers.base import (
     oversized,
     prefetched,
     refuse_reserved,
+    text_groups,
     verdict_frame,
 )
 
@@ -564,17 +565,16 @@ def read(src: Source, c: Contract, info: FileInfo) -> Iterator[RawBatch | FallBa
 
 # ---------------------------------------------------------------- rows judged again (typed tier)
 
-TEXT_GROUP = 64  # lines handed out (and judged) at once, at most
-TEXT_GROUP_BYTES = 4 << 20  # ... and about this much text
-
 
 def line_texts(src: Source, rows: np.ndarray) -> Iterator[dict[int, str]]:
     """The text of the given lines (sorted, unique; without their line end) of a file without quotes or
-    lone CRs (the typed tier's), a group at a time; one pass over the file, memory bounded by a group."""
+    lone CRs (the typed tier's), in groups (``text_groups``); one pass over the file."""
+    return text_groups(_wanted_lines(src, rows))
+
+
+def _wanted_lines(src: Source, rows: np.ndarray) -> Iterator[tuple[int, str]]:
     if not len(rows):
         return
-    group: dict[int, str] = {}
-    size = 0
     with src.open() as stream:
         for first, _, arr, ends in _line_parts(stream):
             lo, hi = np.searchsorted(rows, [first, first + len(ends)])
@@ -582,15 +582,9 @@ def line_texts(src: Source, rows: np.ndarray) -> Iterator[dict[int, str]]:
                 k = r - first
                 start = int(ends[k - 1]) + 1 if k else 0
                 text = arr[start : int(ends[k])].tobytes().removesuffix(b"\r")
-                group[r] = text.decode("utf-8")  # the typed tier read its fields as UTF-8 or numbers
-                size += len(text)
-                if len(group) == TEXT_GROUP or size >= TEXT_GROUP_BYTES:
-                    yield group
-                    group, size = {}, 0
+                yield r, text.decode("utf-8")  # the typed tier read its fields as UTF-8 or numbers
             if hi == len(rows):
                 break
-    if group:
-        yield group
 
 
 class Verdicts:

@@ -44,6 +44,7 @@ from pipelines.lib.ingest.readers.base import (
     fill,
     oversized,
     refuse_reserved,
+    text_groups,
     verdict_frame,
 )
 from pipelines.lib.settings import IngestLimits
@@ -471,17 +472,15 @@ def read(src: Source, c: Contract, info: FileInfo) -> Iterator[RawBatch | FallBa
 # ---------------------------------------------------------------- original text of given rows
 
 
-TEXT_GROUP = 64  # lines handed out (and judged) at once, at most
-TEXT_GROUP_BYTES = 4 << 20  # ... and about this much text (a line may be up to max_record_bytes)
-
-
 def line_texts(src: Source, rows: np.ndarray) -> Iterator[dict[int, str]]:
-    """The text of the given lines (sorted, unique) as the precise path reads them, a group at a time
-    (TEXT_GROUP lines or TEXT_GROUP_BYTES; one pass over the file; memory bounded by a group)."""
+    """The text of the given lines (sorted, unique) as the precise path reads them, in groups
+    (``text_groups``); one pass over the file."""
+    return text_groups(_wanted_lines(src, rows))
+
+
+def _wanted_lines(src: Source, rows: np.ndarray) -> Iterator[tuple[int, str]]:
     if not len(rows):
         return
-    group: dict[int, str] = {}
-    size = 0
     with open(src.engine_path(), "rb") as stream:
         for first, offset, part, ends in parts(stream, src.rel, src.limits):
             lo, hi = np.searchsorted(rows, [first, first + len(ends)])
@@ -489,15 +488,9 @@ def line_texts(src: Source, rows: np.ndarray) -> Iterator[dict[int, str]]:
                 continue
             lines = _decoded(part, first, offset, src.rel)
             for r in rows[lo:hi].tolist():
-                group[r] = lines[r - first]
-                size += len(group[r])
-                if len(group) == TEXT_GROUP or size >= TEXT_GROUP_BYTES:
-                    yield group
-                    group, size = {}, 0
+                yield r, lines[r - first]
             if hi == len(rows):
                 break
-    if group:
-        yield group
 
 
 class Verdicts:
