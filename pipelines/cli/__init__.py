@@ -18,6 +18,7 @@ from pipelines.lib.preflight import (
     check_query_params,
     check_user_catalogs,
     check_workload_config,
+    disk_full,
 )
 
 # Subcommands that read the data home's own hardware and model catalogs (catalog/*.yaml); the planning
@@ -71,6 +72,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fleet {args.command}: {exc}", file=sys.stderr)
         return getattr(exc, "exit_code", 1)
     except OSError as exc:
+        full = disk_full(exc, Path(getattr(args, "home", None) or "."))
         where = exc.filename or getattr(args, "home", None) or "the data home"
-        print(f"fleet {args.command}: {exc.strerror or exc} ({where})", file=sys.stderr)
+        print(f"fleet {args.command}: {full or f'{exc.strerror or exc} ({where})'}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # a full disk reaches us wrapped (Dagster's step error, SQLite's storage)
+        full = disk_full(exc, Path(getattr(args, "home", None) or "."))
+        if full is None:
+            raise
+        print(f"fleet {args.command}: {full}", file=sys.stderr)
         return 1

@@ -4,8 +4,10 @@ done before any work starts so that a mistake is reported in one line instead of
 
 from __future__ import annotations
 
+import errno
 import math
 import re
+import shutil
 from pathlib import Path
 
 import duckdb
@@ -162,6 +164,59 @@ def is_finite_or_text(value: object) -> bool:
         except ValueError:
             return True
     return True
+
+
+# What a full disk looks like on the way up: the OS error, pyarrow's and SQLite's texts for it.
+_FULL_TEXTS = ("no space left on device", "database or disk is full", "disk quota exceeded")
+# Below this much free space, an error from SQLite's storage ("disk I/O error") is taken for a full disk.
+NEARLY_FULL_BYTES = 16 * 2**20
+
+
+def _causes(exc: BaseException):
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        yield e
+        e = e.__cause__ or e.__context__
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024:
+            return f"{n:.0f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def disk_full(exc: BaseException, where: Path) -> str | None:
+    """If ``exc`` (or an error behind it) says the disk holding ``where`` is full, one line saying so, how
+    full, and what stays as it was; None for any other error."""
+    named = next(
+        (
+            e
+            for e in _causes(exc)
+            if (isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT))
+            or any(t in str(e).lower() for t in _FULL_TEXTS)
+        ),
+        None,
+    )
+    probe = where
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        usage = shutil.disk_usage(probe)
+    except OSError:
+        usage = None
+    if named is None and (usage is None or usage.free >= NEARLY_FULL_BYTES):
+        return None
+    shown = named or exc
+    cause = _one_line(f"{type(shown).__name__}: {shown}")[:240]
+    room = f" (now {_size(usage.free)} free of {_size(usage.total)})" if usage else ""
+    return (
+        f"the disk holding {where} filled up{room}: {cause}. What this run staged was removed and the "
+        "lake's published views still show the last complete night; free some space and run again"
+    )
 
 
 def _one_line(text: str) -> str:

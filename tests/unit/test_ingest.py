@@ -1,6 +1,7 @@
 """Ingest: every row accepted or quarantined with a reason; counts reconcile per file; whole-file faults."""
 
 import collections
+import dataclasses
 import gzip
 import json
 
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 
 from pipelines.lib.ingest import dedupe, ingest_day, reconciliation, table_for
 from pipelines.lib.ingest.readers import detect
+from pipelines.lib.settings import DEFAULT_LIMITS
 from tests.conftest import DAY
 
 
@@ -266,3 +268,27 @@ def test_key_clashes_on_a_large_staged_day_with_late_repeats_and_dead_groups(tmp
     want = np.flatnonzero(live & np.isin(h, values[counts > 1]))
     got = dedupe.key_clashes(path, dead, pass_rows=pass_rows)
     assert got["pos"].to_list() == want.tolist() and len(want) == 12
+
+
+def test_a_failed_ingest_removes_its_staging_and_stops_its_writers(landed, hw, monkeypatch):
+    import errno
+    import threading
+
+    from pipelines.lib.ingest import staging
+
+    real = pq.ParquetWriter.write_table
+    calls = {"n": 0}
+
+    def fill_up(self, table, **kw):  # the disk fills after the first row group
+        calls["n"] += 1
+        if calls["n"] > 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, table, **kw)
+
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", fill_up)
+    monkeypatch.setattr(staging.uuid, "uuid4", lambda: type("U", (), {"hex": "f" * 32})())
+    before = threading.active_count()
+    with pytest.raises(OSError, match="No space left"):
+        ingest_day(landed, DAY, hw.platforms, limits=dataclasses.replace(DEFAULT_LIMITS, batch_rows=1_000))
+    assert not (landed.staging / f"day={DAY}.{'f' * 12}").exists()
+    assert threading.active_count() <= before  # no writer left holding an open (deleted) file

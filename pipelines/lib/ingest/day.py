@@ -922,6 +922,11 @@ class Day:
         path.unlink(missing_ok=True)
         self.extras = out
 
+    def abort(self) -> None:
+        """Stop every staged file's writer (after a failure), so that no open file keeps its space."""
+        for staged in (self.samples, self.hashes, self.extras, self.metrics):
+            staged.abort()
+
     # -- the results
 
     def quarantine(self) -> pl.DataFrame:
@@ -958,10 +963,25 @@ def ingest_day(
     """Read and validate every landing file of ``day`` into a staging folder beside the lake, within
     ``limits``.
 
-    Nothing in the lake changes here; ``ingest_partition`` promotes the result.
+    Nothing in the lake changes here; ``ingest_partition`` promotes the result. If reading fails (a full
+    disk, say), the staging folder is removed before the error goes on, so a failure frees what it wrote.
     """
+    owned = staging is None
     staging = staging or new_staging(home, day)
-    state = Day(home, day, platforms, staging, now or dt.datetime.now(dt.UTC), limits)
+    state = None
+    try:
+        state = Day(home, day, platforms, staging, now or dt.datetime.now(dt.UTC), limits)
+        return _ingest_into(state)
+    except BaseException:
+        if state is not None:
+            state.abort()
+        if owned:
+            shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def _ingest_into(state: Day) -> DayIngest:
+    home, day, staging = state.home, state.day, state.staging
     files = day_files(home, day)
     tables = [table_of(lf, staging) for lf in files]
     # runs first, then Prometheus samples (runs are derived from them), then utilisation samples

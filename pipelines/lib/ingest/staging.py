@@ -58,6 +58,13 @@ class StagedParquet:
         self.rows += table.num_rows
         return self.groups - 1
 
+    def abort(self) -> None:
+        """Stop the writer and close the file without raising (the ingest has failed already)."""
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+
     def close(self) -> Path | None:
         """Finish writing; the path, or None when nothing was written."""
         if self._thread is not None:
