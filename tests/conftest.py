@@ -22,6 +22,21 @@ os.environ.setdefault("DAGSTER_DISABLE_TELEMETRY", "1")
 _USER_CACHE = tempfile.mkdtemp(prefix="fleet-test-cache-")
 os.environ["XDG_CACHE_HOME"] = _USER_CACHE
 atexit.register(shutil.rmtree, _USER_CACHE, True)
+# Scratch space a full run needs at its peak (measured: under 1 GB; a passed test's files are removed).
+SCRATCH_PEAK_BYTES = 1 << 30
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Say so first when scratch space is short: a disk that runs out mid-run fails tests far from the
+    cause (printed even under -q)."""
+    where = tempfile.gettempdir()
+    free = shutil.disk_usage(where).free
+    if free < 2 * SCRATCH_PEAK_BYTES:
+        session.config.pluginmanager.get_plugin("terminalreporter").write_line(
+            f"WARNING: {free / 2**30:.1f} GiB free in {where}; the suite uses about 1 GiB of scratch space "
+            "at its peak: tests may fail with 'No space left on device'",
+            yellow=True,
+        )
 
 
 @pytest.fixture
