@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -32,11 +33,15 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     where = tempfile.gettempdir()
     free = shutil.disk_usage(where).free
     if free < 2 * SCRATCH_PEAK_BYTES:
-        session.config.pluginmanager.get_plugin("terminalreporter").write_line(
+        text = (
             f"WARNING: {free / 2**30:.1f} GiB free in {where}; the suite uses about 1 GiB of scratch space "
-            "at its peak: tests may fail with 'No space left on device'",
-            yellow=True,
+            "at its peak: tests may fail with 'No space left on device'"
         )
+        terminal = session.config.pluginmanager.get_plugin("terminalreporter")
+        if terminal is not None:
+            terminal.write_line(text, yellow=True)
+        else:
+            sys.stderr.write(text + "\n")
 
 
 @pytest.fixture

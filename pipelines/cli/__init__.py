@@ -10,6 +10,7 @@ from pathlib import Path
 
 from pipelines.lib.paths import DataHome
 from pipelines.lib.preflight import (
+    STAGED_NOTHING_KEPT,
     Unavailable,
     UsageError,
     check_catalog_readable,
@@ -25,6 +26,8 @@ from pipelines.lib.preflight import (
 # ones leave an invalid entry out (naming it) and use the others.
 USES_USER_CATALOG = {"demo", "synth", "run", "ingest", "whatif", "recommend", "waste"}
 PLANNING = {"whatif", "recommend"}
+# Subcommands that stage days before promoting them into the lake.
+STAGES_DAYS = {"demo", "run", "ingest"}
 # Subcommands that read or write the lake.
 USES_LAKE = {"demo", "run", "ingest", "recommend", "waste", "report", "query", "sql"}
 
@@ -72,13 +75,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fleet {args.command}: {exc}", file=sys.stderr)
         return getattr(exc, "exit_code", 1)
     except OSError as exc:
-        full = disk_full(exc, Path(getattr(args, "home", None) or "."))
+        full = _disk_full(exc, args)
         where = exc.filename or getattr(args, "home", None) or "the data home"
         print(f"fleet {args.command}: {full or f'{exc.strerror or exc} ({where})'}", file=sys.stderr)
         return 1
     except Exception as exc:  # a full disk reaches us wrapped (Dagster's step error, SQLite's storage)
-        full = disk_full(exc, Path(getattr(args, "home", None) or "."))
+        full = _disk_full(exc, args)
         if full is None:
             raise
         print(f"fleet {args.command}: {full}", file=sys.stderr)
         return 1
+
+
+def _disk_full(exc: BaseException, args: argparse.Namespace) -> str | None:
+    then = STAGED_NOTHING_KEPT if args.command in STAGES_DAYS else ""
+    return disk_full(exc, Path(getattr(args, "home", None) or "."), then)

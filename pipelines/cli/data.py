@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from pipelines.lib.paths import DataHome
-from pipelines.lib.preflight import UsageError, disk_full
+from pipelines.lib.preflight import STAGED_NOTHING_KEPT, UsageError, disk_full
 from pipelines.lib.settings import Settings
 
 DEMO_DAYS = 5
@@ -262,7 +262,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 def _cannot_ingest(exc: OSError, home: DataHome) -> int:
     where = exc.filename or home.root
-    why = disk_full(exc, home.root) or f"{exc.strerror or exc} ({where})"
+    why = disk_full(exc, home.root, STAGED_NOTHING_KEPT) or f"{exc.strerror or exc} ({where})"
     print(f"fleet: cannot do the ingest: {why}", file=sys.stderr)
     return 1
 

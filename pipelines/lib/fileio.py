@@ -9,6 +9,7 @@ still be writing it (the caller holds the lock that makes that true).
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import uuid
 from collections.abc import Iterator
@@ -79,3 +80,30 @@ def sweep_temporaries(folder: Path, name: str) -> None:
     if folder.is_dir():
         for stale in folder.glob(f".{name}.*{TMP_SUFFIX}"):
             stale.unlink(missing_ok=True)
+
+
+def causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and the errors behind it (``raise ... from``, or raised while handling), each once."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        yield e
+        e = e.__cause__ or e.__context__
+
+
+def full_disk(exc: BaseException) -> BaseException | None:
+    """The error in ``exc``'s chain that says a disk (or a quota) is full; None if none does. Such an error
+    is the machine's, never a file's fault: it must stop the work, not quarantine a file.
+
+    Only the OS's error number and the storage engines' own I/O errors count, never the text of any error:
+    parse errors quote the data (a value reading "No space left on device" must not stop a night)."""
+    for e in causes(exc):
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):  # pyarrow's too
+            return e
+        kind = (type(e).__module__.lstrip("_").split(".")[0], type(e).__name__)
+        if kind == ("sqlite3", "OperationalError") and str(e) == "database or disk is full":
+            return e
+        if kind == ("duckdb", "IOException") and "no space left on device" in str(e).lower():
+            return e
+    return None

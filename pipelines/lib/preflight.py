@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import math
+import os
 import re
 import shutil
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 import duckdb
 
 from pipelines.lib import safe_yaml
+from pipelines.lib.fileio import causes, full_disk
 from pipelines.lib.landing import is_day
 from pipelines.lib.paths import DataHome
 
@@ -166,19 +168,13 @@ def is_finite_or_text(value: object) -> bool:
     return True
 
 
-# What a full disk looks like on the way up: the OS error, pyarrow's and SQLite's texts for it.
-_FULL_TEXTS = ("no space left on device", "database or disk is full", "disk quota exceeded")
-# Below this much free space, an error from SQLite's storage ("disk I/O error") is taken for a full disk.
+# Below this much free space, a storage engine's vague I/O error (SQLite's "disk I/O error") is taken for
+# a full disk.
 NEARLY_FULL_BYTES = 16 * 2**20
-
-
-def _causes(exc: BaseException):
-    seen: set[int] = set()
-    e: BaseException | None = exc
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        yield e
-        e = e.__cause__ or e.__context__
+# What this product's commands that stage a day can say of a full disk (cf. ``disk_full``).
+STAGED_NOTHING_KEPT = (
+    "What this run staged was removed and the lake's published views still show the last complete night"
+)
 
 
 def _size(n: float) -> str:
@@ -189,34 +185,45 @@ def _size(n: float) -> str:
     return f"{n:.1f} TiB"
 
 
-def disk_full(exc: BaseException, where: Path) -> str | None:
-    """If ``exc`` (or an error behind it) says the disk holding ``where`` is full, one line saying so, how
-    full, and what stays as it was; None for any other error."""
-    named = next(
-        (
-            e
-            for e in _causes(exc)
-            if (isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT))
-            or any(t in str(e).lower() for t in _FULL_TEXTS)
-        ),
-        None,
+def _vague_io_error(exc: BaseException) -> bool:
+    """SQLite's or DuckDB's I/O error, or EIO: what a full disk can look like from a storage engine."""
+    return any(
+        (isinstance(e, OSError) and e.errno == errno.EIO)
+        or (
+            type(e).__module__.lstrip("_").split(".")[0] in ("sqlite3", "duckdb")
+            and "i/o error" in str(e).lower()
+        )
+        for e in causes(exc)
     )
+
+
+def _usage(where: Path):
     probe = where
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
     try:
-        usage = shutil.disk_usage(probe)
+        while not os.path.exists(probe) and probe != probe.parent:
+            probe = probe.parent
+        return shutil.disk_usage(probe)
     except OSError:
-        usage = None
+        return None
+
+
+def disk_full(exc: BaseException, where: Path, then: str = "") -> str | None:
+    """If ``exc`` (or an error behind it) says a disk is full, one line saying which, how full it is now,
+    ``then`` (what stays as it was, said by the caller who knows) and what to do; None for any other error.
+    A storage engine's vague I/O error counts only when the disk is nearly full."""
+    named = full_disk(exc)
+    if named is None and not _vague_io_error(exc):
+        return None
+    if isinstance(named, OSError) and named.filename:
+        where = Path(os.fsdecode(named.filename))
+    usage = _usage(where)
     if named is None and (usage is None or usage.free >= NEARLY_FULL_BYTES):
         return None
     shown = named or exc
     cause = _one_line(f"{type(shown).__name__}: {shown}")[:240]
     room = f" (now {_size(usage.free)} free of {_size(usage.total)})" if usage else ""
-    return (
-        f"the disk holding {where} filled up{room}: {cause}. What this run staged was removed and the "
-        "lake's published views still show the last complete night; free some space and run again"
-    )
+    then = f"{then}; " if then else ""
+    return f"the disk holding {where} filled up{room}: {cause}. {then}free some space and run again"
 
 
 def _one_line(text: str) -> str:

@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 
 from pipelines.lib import lake
 from pipelines.lib.contracts import ConformanceProfile, Contract, contract, validate_rows
+from pipelines.lib.fileio import full_disk
 from pipelines.lib.ingest import cross_row, dedupe
 from pipelines.lib.ingest.cross_row import FILE, ORDER, SAMPLE_KEY
 from pipelines.lib.ingest.entries import (
@@ -284,18 +285,19 @@ class Day:
         self.windows = pl.DataFrame()
         self.dup_runs: dict[str, str] = {}  # run_id -> the other day that holds it
         self.prior_sample_hashes: set[int] = set()
-        self.samples = StagedParquet(
+        self.staged: list[StagedParquet] = []  # every staged file's writer, stopped by abort()
+        self.samples = self._staged(
             staging / "utilisation_samples.parquet",
             contract("utilisation_samples").arrow_schema(),
             **SAMPLES_PARQUET,
         )
-        self.hashes = StagedParquet(
+        self.hashes = self._staged(
             staging / "sample_keys.parquet", dedupe.HASH_SCHEMA, compression="none", use_dictionary=False
         )
         self.group_sizes: list[int] = []
-        self.extras = StagedParquet(staging / "extra_fields.parquet", contract("extra_fields").arrow_schema())
+        self.extras = self._staged(staging / "extra_fields.parquet", contract("extra_fields").arrow_schema())
         self.dead_samples: set[int] = set()  # staged row groups dropped (a file's fault or a fallback)
-        self.metrics = StagedParquet(
+        self.metrics = self._staged(
             staging / "metric_samples.parquet", contract(METRICS).arrow_schema(), **METRICS_PARQUET
         )
         self.dead_metrics: set[int] = set()
@@ -402,8 +404,12 @@ class Day:
         try:
             self._read(f, c, head)
         except FileProblem as p:
+            if full_disk(p):
+                raise
             self.file_problem(f, p.reason, p.message)
         except Exception as exc:  # one producer's odd file must not stop the day: it is quarantined
+            if full_disk(exc):  # ... but a full disk is the machine's fault: it stops the day
+                raise
             first = (str(exc).splitlines() or [""])[0][:200]
             self.file_problem(
                 f,
@@ -565,7 +571,7 @@ class Day:
 
     def _rewrite_metrics(self, src: Path, drop: pl.DataFrame | None) -> Path | None:
         """The staged samples without dead row groups and the rows in ``drop`` (rare: faults, repeats)."""
-        out = StagedParquet(
+        out = self._staged(
             self.staging / f"metric_samples.{uuid.uuid4().hex[:8]}.parquet",
             self.metrics.schema,
             **METRICS_PARQUET,
@@ -877,7 +883,7 @@ class Day:
     def _rewrite_samples(self, drop: dict[int, list[int]]) -> None:
         """Rewrite the staged samples without dead row groups and dropped rows (rare: faults, duplicates)."""
         src = self.samples.path
-        out = StagedParquet(
+        out = self._staged(
             self.staging / "utilisation_samples.kept.parquet", self.samples.schema, **SAMPLES_PARQUET
         )
         pf = pq.ParquetFile(src)
@@ -904,7 +910,7 @@ class Day:
         path = self.extras.close()
         if path is None or not (dead or dropped_rows):
             return
-        out = StagedParquet(self.staging / "extra_fields.kept.parquet", self.extras.schema)
+        out = self._staged(self.staging / "extra_fields.kept.parquet", self.extras.schema)
         gone = pl.DataFrame(
             {
                 "source_file": [k for k, v in dropped_rows.items() for _ in v],
@@ -922,9 +928,14 @@ class Day:
         path.unlink(missing_ok=True)
         self.extras = out
 
+    def _staged(self, path: Path, schema: pa.Schema, **options) -> StagedParquet:
+        staged = StagedParquet(path, schema, **options)
+        self.staged.append(staged)
+        return staged
+
     def abort(self) -> None:
         """Stop every staged file's writer (after a failure), so that no open file keeps its space."""
-        for staged in (self.samples, self.hashes, self.extras, self.metrics):
+        for staged in self.staged:
             staged.abort()
 
     # -- the results

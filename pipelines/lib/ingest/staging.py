@@ -46,7 +46,10 @@ class StagedParquet:
                 pass
         finally:
             if writer is not None:
-                writer.close()
+                try:
+                    writer.close()  # writes the footer: a full disk can fail here too
+                except BaseException as exc:
+                    self._error = self._error or exc
 
     def write(self, table: pa.Table) -> int:
         """Queue one batch; returns its row-group index."""
