@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import shutil
 
 import polars as pl
 import pytest
@@ -116,6 +117,7 @@ def outcome(
         "tier": r.ingest_ledger.filter(mine)["reader_tier"][0],
     }
     r.discard()
+    shutil.rmtree(home.root)  # only the answer is kept: a full run makes ~150 of these 20 MB homes
     return out
 
 

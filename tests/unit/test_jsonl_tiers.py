@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import gzip
 import json
+import shutil
 
 import polars as pl
 import pytest
@@ -59,6 +60,7 @@ def outcome(tmp_path, runs: bytes, name: str, data: bytes, hw, monkeypatch, tier
     }
     out["tier"] = r.ingest_ledger.filter(mine)["reader_tier"][0]
     r.discard()
+    shutil.rmtree(home.root)  # only the answer is kept: a full run makes ~150 of these 20 MB homes
     return out
 
 
