@@ -82,6 +82,14 @@ def sweep_temporaries(folder: Path, name: str) -> None:
             stale.unlink(missing_ok=True)
 
 
+def size_text(n: int) -> str:
+    """``n`` bytes in the largest binary unit it fills, to three digits (64 GiB, 1.5 MiB, 512 bytes)."""
+    for unit, shift in (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            return f"{n / (1 << shift):.3g} {unit}"
+    return f"{n} bytes"
+
+
 def causes(exc: BaseException) -> Iterator[BaseException]:
     """``exc`` and the errors behind it (``raise ... from``, or raised while handling), each once."""
     seen: set[int] = set()
@@ -90,6 +98,11 @@ def causes(exc: BaseException) -> Iterator[BaseException]:
         seen.add(id(e))
         yield e
         e = e.__cause__ or e.__context__
+
+
+def engine_error(e: BaseException) -> tuple[str, str]:
+    """(package, class) of an error: ("sqlite3", "OperationalError"), ("duckdb", "IOException"), ..."""
+    return type(e).__module__.lstrip("_").split(".")[0], type(e).__name__
 
 
 def full_disk(exc: BaseException) -> BaseException | None:
@@ -101,7 +114,7 @@ def full_disk(exc: BaseException) -> BaseException | None:
     for e in causes(exc):
         if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):  # pyarrow's too
             return e
-        kind = (type(e).__module__.lstrip("_").split(".")[0], type(e).__name__)
+        kind = engine_error(e)
         if kind == ("sqlite3", "OperationalError") and str(e) == "database or disk is full":
             return e
         if kind == ("duckdb", "IOException") and "no space left on device" in str(e).lower():

@@ -14,7 +14,7 @@ from pathlib import Path
 import duckdb
 
 from pipelines.lib import safe_yaml
-from pipelines.lib.fileio import causes, full_disk
+from pipelines.lib.fileio import causes, engine_error, full_disk, size_text
 from pipelines.lib.landing import is_day
 from pipelines.lib.paths import DataHome
 
@@ -177,22 +177,11 @@ STAGED_NOTHING_KEPT = (
 )
 
 
-def _size(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024:
-            return f"{n:.0f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
-
-
 def _vague_io_error(exc: BaseException) -> bool:
     """SQLite's or DuckDB's I/O error, or EIO: what a full disk can look like from a storage engine."""
     return any(
         (isinstance(e, OSError) and e.errno == errno.EIO)
-        or (
-            type(e).__module__.lstrip("_").split(".")[0] in ("sqlite3", "duckdb")
-            and "i/o error" in str(e).lower()
-        )
+        or (engine_error(e)[0] in ("sqlite3", "duckdb") and "i/o error" in str(e).lower())
         for e in causes(exc)
     )
 
@@ -221,7 +210,7 @@ def disk_full(exc: BaseException, where: Path, then: str = "") -> str | None:
         return None
     shown = named or exc
     cause = _one_line(f"{type(shown).__name__}: {shown}")[:240]
-    room = f" (now {_size(usage.free)} free of {_size(usage.total)})" if usage else ""
+    room = f" (now {size_text(usage.free)} free of {size_text(usage.total)})" if usage else ""
     then = f"{then}; " if then else ""
     return f"the disk holding {where} filled up{room}: {cause}. {then}free some space and run again"
 

@@ -62,7 +62,7 @@ class StagedParquet:
         return self.groups - 1
 
     def abort(self) -> None:
-        """Stop the writer and close the file without raising (the ingest has failed already)."""
+        """Stop the writer and close the file, without raising (after a failure; ``close`` raises)."""
         if self._thread is not None:
             self._queue.put(None)
             self._thread.join()
@@ -70,10 +70,7 @@ class StagedParquet:
 
     def close(self) -> Path | None:
         """Finish writing; the path, or None when nothing was written."""
-        if self._thread is not None:
-            self._queue.put(None)
-            self._thread.join()
-            self._thread = None
+        self.abort()
         if self._error is not None:
             raise self._error
         return self.path if self.groups else None

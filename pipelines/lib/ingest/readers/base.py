@@ -17,6 +17,7 @@ from pathlib import Path
 import polars as pl
 
 from pipelines.lib.contracts import Validated
+from pipelines.lib.fileio import size_text
 from pipelines.lib.settings import IngestLimits
 
 # The limits on one file (batch size, record size, expansion, rejects listed) are the deployment's
@@ -123,14 +124,6 @@ def limits_exceeded(expanded: int, stored: int, limits: IngestLimits) -> bool:
     return expanded > limits.max_expanded_bytes or (
         expanded > RATIO_FLOOR_BYTES and expanded > limits.max_expansion_ratio * max(stored, 1)
     )
-
-
-def size_text(n: int) -> str:
-    """``n`` bytes in the largest binary unit it fills (64 GiB, 1.5 MiB, 512 bytes)."""
-    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if n >= 1 << shift:
-            return f"{n / (1 << shift):g} {unit}"
-    return f"{n} bytes"
 
 
 def expansion_problem(rel: str, expanded: int, stored: int, what: str, limits: IngestLimits) -> FileProblem:
