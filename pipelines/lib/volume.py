@@ -25,7 +25,7 @@ MIN_TRAILING_DAYS = 3
 SHOWN_RUNS = 5  # runs named in a message
 
 
-def run_samples(runs: pl.DataFrame, samples_path: Path | None) -> pl.DataFrame:
+def run_samples(runs: pl.DataFrame, samples: list[Path]) -> pl.DataFrame:
     """Per run: source, declared servers, window, samples that arrived, servers seen, sampling interval."""
     runs_in = runs.select(
         "run_id",
@@ -36,7 +36,7 @@ def run_samples(runs: pl.DataFrame, samples_path: Path | None) -> pl.DataFrame:
         .cast(pl.Int64)
         .alias("declared_servers"),
     )
-    if samples_path is None:
+    if not samples:
         return runs_in.select(
             "run_id",
             "source",
@@ -50,7 +50,9 @@ def run_samples(runs: pl.DataFrame, samples_path: Path | None) -> pl.DataFrame:
     try:
         con.execute("SET enable_progress_bar = false")
         con.register("runs", runs_in)
-        return con.sql(sql_text("transforms/sample_volume.sql"), params={"samples": str(samples_path)}).pl()
+        return con.sql(
+            sql_text("transforms/sample_volume.sql"), params={"samples": [str(p) for p in samples]}
+        ).pl()
     finally:
         con.close()
 

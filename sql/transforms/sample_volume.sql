@@ -1,7 +1,8 @@
 -- Per run of the day (registered relation `runs`: run_id, source, start_ts, end_ts, declared servers): the
--- samples that arrived in the day's samples file ($samples, Parquet) and the sampling interval, the median
--- over the run's servers of each server's mean spacing ((last - first) / (n - 1)); null for a run with no
--- server sampled twice. One group-by over three columns of the samples.
+-- samples that arrived in the day's staged samples files ($samples, a list of Parquet files) and the
+-- sampling interval, the median over the run's servers of each server's mean spacing
+-- ((last - first) / (n - 1)); null for a run with no server sampled twice. One group-by over three
+-- columns of the samples.
 WITH per_server AS (
     SELECT run_id, server_id, count(*) AS n,
            epoch(max(ts)) - epoch(min(ts)) AS span_s

@@ -3,6 +3,7 @@
 import collections
 import dataclasses
 import gzip
+import itertools
 import json
 
 import blake3
@@ -224,17 +225,23 @@ def test_extra_fields_are_kept_only_for_rows_finally_accepted(landed, hw, small_
     groups=st.lists(st.lists(st.integers(0, 12), min_size=1, max_size=30), min_size=1, max_size=6),
     dead=st.sets(st.integers(0, 5)),
     pass_rows=st.integers(1, 80),
+    cuts=st.sets(st.integers(1, 5), max_size=3),
 )
-@example(groups=[[0, 0, 0, 0, 0]], dead={0}, pass_rows=1)  # many passes, every group dead: nothing written
+@example(groups=[[0, 0, 0, 0, 0]], dead={0}, pass_rows=1, cuts=set())  # many passes, every group dead
 def test_key_clashes_are_the_repeated_hashes_of_live_groups_in_any_number_of_passes(
-    tmp_path, groups, dead, pass_rows
+    tmp_path, groups, dead, pass_rows, cuts
 ):
-    # The staged key hashes: one row group per batch; the clashes are exactly the positions whose hash
-    # repeats among the live groups, whatever the number of passes.
-    path = tmp_path / f"h{len(list(tmp_path.iterdir()))}.parquet"
-    with pq.ParquetWriter(path, dedupe.HASH_SCHEMA) as w:
-        for g in groups:
-            w.write_table(pa.table({"h": pa.array(g, pa.uint64()), "row": pa.array(g, pa.int64())}))
+    # The staged key hashes: one row group per batch, in one file or cut into parts (a split day's
+    # slices); the clashes are exactly the positions whose hash repeats among the live groups, counted
+    # across the parts, whatever the number of passes.
+    bounds = [0, *sorted(c for c in cuts if c < len(groups)), len(groups)]
+    paths = []
+    for a, b in itertools.pairwise(bounds):
+        path = tmp_path / f"h{len(list(tmp_path.iterdir()))}.parquet"
+        with pq.ParquetWriter(path, dedupe.HASH_SCHEMA) as w:
+            for g in groups[a:b]:
+                w.write_table(pa.table({"h": pa.array(g, pa.uint64()), "row": pa.array(g, pa.int64())}))
+        paths.append(path)
     live = [
         (pos, h)
         for pos, (gi, h) in enumerate((gi, h) for gi, g in enumerate(groups) for h in g)
@@ -242,7 +249,7 @@ def test_key_clashes_are_the_repeated_hashes_of_live_groups_in_any_number_of_pas
     ]
     count = collections.Counter(h for _, h in live)
     want = [pos for pos, h in live if count[h] > 1]
-    got = dedupe.key_clashes(path, dead, pass_rows=pass_rows)
+    got = dedupe.key_clashes(paths, dead, pass_rows=pass_rows)
     assert got["pos"].to_list() == want
     assert got.schema == pl.Schema({"pos": pl.Int64, "h": pl.UInt64, "row": pl.Int64})
 
@@ -266,7 +273,7 @@ def test_key_clashes_on_a_large_staged_day_with_late_repeats_and_dead_groups(tmp
     live[600_000:800_000] = False
     values, counts = np.unique(h[live], return_counts=True)
     want = np.flatnonzero(live & np.isin(h, values[counts > 1]))
-    got = dedupe.key_clashes(path, dead, pass_rows=pass_rows)
+    got = dedupe.key_clashes([path], dead, pass_rows=pass_rows)
     assert got["pos"].to_list() == want.tolist() and len(want) == 12
 
 

@@ -50,7 +50,7 @@ def test_batches_rejects_and_records_follow_the_limits(home, hw, small_day):
     try:
         n = small_day.samples.height
         assert r.samples_rows == n
-        assert pq.ParquetFile(r.samples_path).metadata.num_row_groups >= n // 1000  # batches of 1000 rows
+        assert pq.ParquetFile(r.samples_paths[0]).metadata.num_row_groups >= n // 1000  # batches of 1000 rows
         q = r.quarantine
         bad = q.filter(pl.col("source_file").str.ends_with("-bad.jsonl"))
         assert bad["reason_code"].to_list() == ["out_of_bounds"] * 3 + ["rejects_capped"]

@@ -140,6 +140,15 @@ class FileState:
     fmt: Format | None = None
     src: Source | None = None
     info: FileInfo = field(default_factory=FileInfo)
+    hashed: bool = False  # reached the duplicate check (a file that failed to open or is empty did not)
+
+    def __getstate__(self) -> dict:
+        # a format holds functions: it travels to another worker by name
+        return {**self.__dict__, "fmt": self.fmt.name if self.fmt is not None else None}
+
+    def __setstate__(self, state: dict) -> None:
+        name = state["fmt"]
+        self.__dict__.update(state, fmt=next((f for f in FORMATS if f.name == name), None))
 
     @property
     def from_lines(self) -> bool:
@@ -154,6 +163,17 @@ class FileState:
 
 
 @dataclass
+class SamplePart:
+    """Staged samples of one part of the day (the whole day, or a slice read on a worker) and one 64-bit key
+    hash per sample, row group for row group, with what conformance found in them."""
+
+    samples: Path
+    hashes: Path
+    group_sizes: list[int]
+    problems: dict[str, str]
+
+
+@dataclass
 class DayIngest:
     """One day's ingest, staged beside the lake and ready to be promoted."""
 
@@ -162,7 +182,7 @@ class DayIngest:
     runs: pl.DataFrame
     quarantine: pl.DataFrame
     ingest_ledger: pl.DataFrame
-    samples_path: Path | None
+    samples_paths: list[Path]  # the staged samples: one file, or one per slice of a split day
     samples_rows: int
     samples_violations: list[str]
     samples_duplicated: int
@@ -179,9 +199,9 @@ class DayIngest:
     @property
     def utilisation_samples(self) -> pl.DataFrame:
         """The staged samples (reads them whole: for tests and small days)."""
-        if self.samples_path is None:
+        if not self.samples_paths:
             return contract("utilisation_samples").empty_frame()
-        return pl.read_parquet(self.samples_path)
+        return pl.read_parquet(self.samples_paths)
 
     @property
     def metric_samples(self) -> pl.DataFrame:
@@ -271,12 +291,13 @@ class Day:
         staging: Path,
         now: dt.datetime,
         limits: IngestLimits = DEFAULT_LIMITS,
+        prior: dedupe.Prior | None = None,
     ):
         self.home, self.day, self.staging, self.now = home, day, staging, now
         self.limits = limits
         self.day_date = dt.date.fromisoformat(day)
         self.allowed = {"hardware_catalog": frozenset(platforms)}
-        self.prior = dedupe.read_prior(home, day)
+        self.prior = prior if prior is not None else dedupe.read_prior(home, day)
         self.seen: dict[str, tuple[str, int]] = {}  # BLAKE3 -> (first file today, its rows)
         self.seen_sizes: set[int] = set()
         self.files: list[FileState] = []
@@ -297,6 +318,10 @@ class Day:
         self.group_sizes: list[int] = []
         self.extras = self._staged(staging / "extra_fields.parquet", contract("extra_fields").arrow_schema())
         self.dead_samples: set[int] = set()  # staged row groups dropped (a file's fault or a fallback)
+        # samples staged before this state's own (a split day's slices); row groups count across them all
+        self.parts: list[SamplePart] = []
+        self.extra_parts: list[tuple[Path, int]] = []  # extra fields staged before (path, row groups)
+        self.sealed = False
         self.metrics = self._staged(
             staging / "metric_samples.parquet", contract(METRICS).arrow_schema(), **METRICS_PARQUET
         )
@@ -394,7 +419,8 @@ class Day:
             self.file_problem(f, "file_empty", f"{lf.relpath}: the file is empty (0 bytes)")
             return
         hasher = _Hasher(lf.path)
-        if size <= HASH_FIRST_BYTES or size in self.prior.sizes or size in self.seen_sizes:
+        f.hashed = True
+        if self.may_repeat(size):
             hasher.run()  # may be a duplicate: decide before reading a row
             if self._duplicate(f, hasher.hexdigest):
                 return
@@ -421,17 +447,14 @@ class Day:
         if f.entry.problem is None and f.entry.rows_in == 0:
             self.file_problem(f, "file_empty", f"{lf.relpath}: no data rows")
 
+    def may_repeat(self, size: int) -> bool:
+        """Could a file of this size repeat one already known? (Then it is hashed before it is read.)"""
+        return size <= HASH_FIRST_BYTES or size in self.prior.sizes or size in self.seen_sizes
+
     def _duplicate(self, f: FileState, digest: str) -> bool:
         f.entry.blake3 = digest
         if digest in self.seen:
-            first, rows = self.seen[digest]
-            f.entry.rows_in = rows
-            self.file_problem(
-                f,
-                "file_duplicate",
-                f"{f.lf.relpath}: identical to {first} (same BLAKE3); "
-                f"its {rows} rows are taken from there once",
-            )
+            self.repeat_of(f, *self.seen[digest])
             return True
         if digest in self.prior.files:
             d, first = self.prior.files[digest]
@@ -443,6 +466,15 @@ class Day:
             )
             return True
         return False
+
+    def repeat_of(self, f: FileState, first: str, rows: int) -> None:
+        """``f`` repeats ``first``, a file of the day read before it (with ``rows`` data rows)."""
+        f.entry.rows_in = rows
+        self.file_problem(
+            f,
+            "file_duplicate",
+            f"{f.lf.relpath}: identical to {first} (same BLAKE3); its {rows} rows are taken from there once",
+        )
 
     # -- reading
 
@@ -826,28 +858,47 @@ class Day:
 
     # -- uniqueness of samples over the whole day
 
+    def seal(self) -> None:
+        """Close the staged writers; what they wrote becomes this state's last part (once: a state is
+        sealed before it travels to another worker, and a merged day is sealed when its samples settle)."""
+        if self.sealed:
+            return
+        self.sealed = True
+        samples, hashes = self.samples.close(), self.hashes.close()
+        if samples is not None:
+            self.parts.append(
+                SamplePart(samples, hashes, list(self.group_sizes), dict(self.profile.problems))
+            )
+        extras = self.extras.close()
+        if extras is not None:
+            self.extra_parts.append((extras, self.extras.groups))
+
     def settle_samples(self) -> int:
-        """Reject repeated sample keys (first delivery wins); returns rows whose key still repeats in
-        what will be written (the unique_key check: 0 unless ingest has a bug)."""
-        samples_path = self.samples.close()
-        hashes_path = self.hashes.close()
-        if hashes_path is None:
+        """Reject repeated sample keys (first delivery wins, whichever part holds them); returns rows whose
+        key still repeats in what will be written (the unique_key check: 0 unless ingest has a bug)."""
+        self.seal()
+        if not self.parts:
             self._rewrite_extras(self.dead_extras, {})
             return 0
-        starts = np.concatenate(([0], np.cumsum(self.group_sizes))).astype(np.int64)
-        clash = dedupe.key_clashes(hashes_path, self.dead_samples)
+        sizes = [n for p in self.parts for n in p.group_sizes]
+        starts = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+        clash = dedupe.key_clashes([p.hashes for p in self.parts], self.dead_samples)
         drop: dict[int, list[int]] = {}
         dropped_rows: dict[str, list[int]] = {}
         remaining = 0
         if clash.height:
             group = np.searchsorted(starts, clash["pos"].to_numpy(), side="right") - 1
-            owner = {g: f for f in self.files for g in f.row_groups}
+            # (a Prometheus file's row groups are the staged metric samples': not these)
+            owner = {g: f for f in self.files if f.table != METRICS for g in f.row_groups}
+            owners = [owner[g] for g in group.tolist()]
+            # delivery order: the samples derived from Prometheus first, then the files in landing order
             clash = clash.with_columns(
                 pl.Series("rg", group, dtype=pl.Int64),
                 pl.Series("off", clash["pos"].to_numpy() - starts[group], dtype=pl.Int64),
-                pl.Series("ord", [owner[g].order for g in group.tolist()], dtype=pl.Int32),
+                pl.Series("ord", [f.order for f in owners], dtype=pl.Int32),
+                pl.Series("rank", [-1 if f.derived_from else f.order for f in owners], dtype=pl.Int32),
             )
-            exact = dedupe.exact_duplicates(samples_path, clash)
+            exact = dedupe.exact_duplicates(self._groups(), clash)
             by_order = {f.order: f for f in self.files}
             names = {g.order: g.lf.relpath for g in self.files}
             touched = []
@@ -874,41 +925,57 @@ class Day:
                     drop.setdefault(rg, []).append(off)
             kept = exact.filter(~pl.col("repeat"))
             remaining = kept.height - kept.select(pl.struct(SAMPLE_KEY).n_unique()).item()
-            self._finish_all_texts(touched)
+            self._finish_all_texts(sorted(touched, key=lambda f: f.order))
         if self.dead_samples or drop:
             self._rewrite_samples(drop)
         self._rewrite_extras(self.dead_extras, dropped_rows)
         return remaining
 
+    def _groups(self) -> list[tuple[Path, int]]:
+        """Every staged row group of samples, across parts: (its file, its index there)."""
+        return [(p.samples, g) for p in self.parts for g in range(len(p.group_sizes))]
+
     def _rewrite_samples(self, drop: dict[int, list[int]]) -> None:
-        """Rewrite the staged samples without dead row groups and dropped rows (rare: faults, duplicates)."""
-        src = self.samples.path
-        out = self._staged(
-            self.staging / "utilisation_samples.kept.parquet", self.samples.schema, **SAMPLES_PARQUET
-        )
-        pf = pq.ParquetFile(src)
-        self.profile = ConformanceProfile(contract("utilisation_samples"))
-        for rg in range(pf.num_row_groups):
-            if rg in self.dead_samples:
+        """Rewrite the parts that hold dead row groups or dropped rows without them (rare: faults,
+        duplicates); the other parts stay as they are."""
+        kept: list[SamplePart] = []
+        first = 0
+        for part in self.parts:
+            mine = range(first, first + len(part.group_sizes))
+            first += len(part.group_sizes)
+            if not any(g in self.dead_samples or g in drop for g in mine):
+                kept.append(part)
                 continue
-            t = pf.read_row_group(rg)
-            if rg in drop:
-                keep = np.ones(t.num_rows, dtype=bool)
-                keep[drop[rg]] = False
-                t = t.filter(pa.array(keep))
-            if t.num_rows:
-                self.profile.update(pl.from_arrow(t))
-                out.write(t)
-        out.close()
-        self.samples = out
-        src.unlink(missing_ok=True)
-        if out.groups == 0:
-            out.path.unlink(missing_ok=True)
+            out = self._staged(
+                part.samples.with_suffix(".kept.parquet"), self.samples.schema, **SAMPLES_PARQUET
+            )
+            profile = ConformanceProfile(contract("utilisation_samples"))
+            pf = pq.ParquetFile(part.samples)
+            sizes = []
+            for g, rg in zip(mine, range(pf.num_row_groups), strict=True):
+                if g in self.dead_samples:
+                    continue
+                t = pf.read_row_group(rg)
+                if g in drop:
+                    keep = np.ones(t.num_rows, dtype=bool)
+                    keep[drop[g]] = False
+                    t = t.filter(pa.array(keep))
+                if t.num_rows:
+                    profile.update(pl.from_arrow(t))
+                    out.write(t)
+                    sizes.append(t.num_rows)
+            out.close()
+            part.samples.unlink(missing_ok=True)
+            if out.groups:
+                kept.append(SamplePart(out.path, part.hashes, sizes, profile.problems))
+            else:
+                out.path.unlink(missing_ok=True)
+        self.parts = kept
 
     def _rewrite_extras(self, dead: set[int], dropped_rows: dict[str, list[int]]) -> None:
-        """The staged extra fields less dead row groups and rows dropped as duplicates (rare)."""
-        path = self.extras.close()
-        if path is None or not (dead or dropped_rows):
+        """The staged extra fields as one file, less dead row groups and rows dropped as duplicates (rare)."""
+        self.seal()
+        if len(self.extra_parts) <= 1 and not (dead or dropped_rows):
             return
         out = self._staged(self.staging / "extra_fields.kept.parquet", self.extras.schema)
         gone = pl.DataFrame(
@@ -917,16 +984,28 @@ class Day:
                 "row_number": pl.Series([r for v in dropped_rows.values() for r in v], dtype=pl.Int64),
             }
         )
-        pf = pq.ParquetFile(path)
-        for rg in range(pf.num_row_groups):
-            if rg in dead:
-                continue
-            t = pl.from_arrow(pf.read_row_group(rg)).join(gone, on=["source_file", "row_number"], how="anti")
-            if t.height:
-                out.write(t.to_arrow().cast(self.extras.schema))
+        first = 0
+        for path, groups in self.extra_parts:
+            pf = pq.ParquetFile(path)
+            for rg in range(pf.num_row_groups):
+                if first + rg in dead:
+                    continue
+                t = pl.from_arrow(pf.read_row_group(rg)).join(
+                    gone, on=["source_file", "row_number"], how="anti"
+                )
+                if t.height:
+                    out.write(t.to_arrow().cast(self.extras.schema))
+            first += groups
+            path.unlink(missing_ok=True)
         out.close()
-        path.unlink(missing_ok=True)
-        self.extras = out
+        self.extra_parts = [(out.path, out.groups)] if out.groups else []
+
+    def extras_written(self) -> tuple[Path | None, int]:
+        """The staged extra fields once settled: (file, rows)."""
+        if not self.extra_parts:
+            return None, 0
+        path = self.extra_parts[0][0]
+        return path, pq.ParquetFile(path).metadata.num_rows
 
     def _staged(self, path: Path, schema: pa.Schema, **options) -> StagedParquet:
         staged = StagedParquet(path, schema, **options)
@@ -992,45 +1071,60 @@ def ingest_day(
 
 
 def _ingest_into(state: Day) -> DayIngest:
-    home, day, staging = state.home, state.day, state.staging
-    files = day_files(home, day)
-    tables = [table_of(lf, staging) for lf in files]
+    files = day_files(state.home, state.day)
+    tables = [table_of(lf, state.staging) for lf in files]
     # runs first, then Prometheus samples (runs are derived from them), then utilisation samples
-    rank = {"runs": 0, METRICS: 1}
-    order = sorted(range(len(files)), key=lambda i: (rank.get(tables[i], 2), i))
+    order = sorted(range(len(files)), key=lambda i: (rank(tables[i]), i))
     made = {i: state.new_file(files[i], i, tables[i]) for i in range(len(files))}
     derived = False
     for i in order:
         f = made[i]
-        if not derived and rank.get(f.table, 2) == 2:
+        if not derived and rank(f.table) == 2:
             state.derive()  # settles the runs too
             derived = True
         state.ingest_file(f)
     if not derived:
         state.derive()
     state.stage_run_extras()
+    return day_result(state, files)
+
+
+def rank(table: str | None) -> int:
+    """When a landing file of this table is read: runs first, then Prometheus samples (runs are derived
+    from them), then utilisation samples (and files of no known table)."""
+    return {"runs": 0, METRICS: 1}.get(table, 2)
+
+
+def day_result(state: Day, files: list[LandingFile]) -> DayIngest:
+    """The day once every file is read (in one state, or merged from slices): samples settled, runs
+    typed, volume measured."""
+    home, day = state.home, state.day
     duplicated = state.settle_samples()
-    extras_path = state.extras.close()
+    extras_path, extras_rows = state.extras_written()
     runs = contract("runs").conform(
         state.runs.with_columns(
             pl.lit(state.day_date).alias("day"), pl.col(FILE).str.split("/").list.first().alias("source")
         ).sort("run_id")
     )
-    samples_path = state.samples.path if state.samples.groups else None
+    samples = [p.samples for p in state.parts]
+    profile = ConformanceProfile(contract("utilisation_samples"))
+    for p in state.parts:
+        for key, problem in p.problems.items():
+            profile.problems.setdefault(key, problem)
     metrics_path = state.metrics.close()
-    volume = day_volume(day, run_samples(runs, samples_path), trailing_samples(home, day))
+    volume = day_volume(day, run_samples(runs, samples), trailing_samples(home, day))
     return DayIngest(
         day=day,
-        staging=staging,
+        staging=state.staging,
         runs=runs,
         quarantine=state.quarantine(),
         ingest_ledger=state.ledger(),
-        samples_path=samples_path,
-        samples_rows=state.samples.rows,
-        samples_violations=state.profile.violations(),
+        samples_paths=samples,
+        samples_rows=sum(sum(p.group_sizes) for p in state.parts),
+        samples_violations=profile.violations(),
         samples_duplicated=duplicated,
         extra_fields_path=extras_path,
-        extra_fields_rows=state.extras.rows,
+        extra_fields_rows=extras_rows,
         sample_volume=volume,
         metric_samples_path=metrics_path,
         metric_samples_rows=state.metrics.rows,

@@ -77,17 +77,22 @@ def prior_sample_hashes(home: DataHome, dup_runs: dict[str, str]) -> set[int]:
     return out
 
 
-def key_clashes(hashes_path: Path, dead_groups: set[int], pass_rows: int = CLASH_PASS_ROWS) -> pl.DataFrame:
+def key_clashes(
+    hashes_paths: list[Path], dead_groups: set[int], pass_rows: int = CLASH_PASS_ROWS
+) -> pl.DataFrame:
     """Staged positions whose key hash occurs more than once outside the dead row groups: pos, h, row.
+    Positions and row groups count across ``hashes_paths`` in turn (the parts of a split day).
 
     In passes of about ``pass_rows`` hashes (a pass keeps the hashes whose remainder modulo the number of
     passes is its own), so memory is bounded whatever the day's size. Up to SCAN_PASSES passes each scan
     the staged hashes; beyond, one streaming pass first writes each remainder's hashes to a file of its
     own, so the work grows with the day, not with its square."""
-    pf = pq.ParquetFile(hashes_path)
-    sizes = [pf.metadata.row_group(g).num_rows for g in range(pf.num_row_groups)]
+    sizes = []
+    for path in hashes_paths:
+        meta = pq.ParquetFile(path).metadata
+        sizes += [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
     passes = max(1, -(-sum(sizes) // pass_rows))
-    staged = pl.scan_parquet(hashes_path).with_row_index("pos").with_columns(pl.col("pos").cast(pl.Int64))
+    staged = pl.scan_parquet(hashes_paths).with_row_index("pos").with_columns(pl.col("pos").cast(pl.Int64))
     if dead_groups:
         starts = pl.Series(np.cumsum([0, *sizes[:-1]]), dtype=pl.Int64)
         group = pl.lit(starts).search_sorted(pl.col("pos"), side="right") - 1
@@ -98,7 +103,7 @@ def key_clashes(hashes_path: Path, dead_groups: set[int], pass_rows: int = CLASH
             for k in range(passes)
         ]
         return pl.concat(found).select("pos", "h", "row").sort("pos")
-    buckets = hashes_path.parent / f"{hashes_path.stem}-by-remainder"
+    buckets = hashes_paths[0].parent / f"{hashes_paths[0].stem}-by-remainder"
     shutil.rmtree(buckets, ignore_errors=True)
     try:
         staged.with_columns((pl.col("h") % passes).alias("k")).sink_parquet(
@@ -136,20 +141,23 @@ def metric_repeats(
         con.close()
 
 
-def exact_duplicates(samples_path: Path, clash: pl.DataFrame) -> pl.DataFrame:
-    """The rows whose key hashes clash (``clash``: rg, off, pos, ord, row), read back and compared exactly:
-    ``repeat`` marks every row that repeats an earlier delivery's key (staged order is delivery order),
+def exact_duplicates(groups: list[tuple[Path, int]], clash: pl.DataFrame) -> pl.DataFrame:
+    """The rows whose key hashes clash (``clash``: rg, off, pos, ord, rank, row), read back from their row
+    group (``groups[rg]``: its file and its index there) and compared exactly: ``repeat`` marks every row
+    that repeats an earlier delivery's key (delivery order: by ``rank``, then staged position),
     ``kept_in_order`` the file kept."""
-    pf = pq.ParquetFile(samples_path)
+    files: dict[Path, pq.ParquetFile] = {}
     parts = []
     for (rg,), part in clash.group_by("rg"):
+        path, index = groups[rg]
+        pf = files.setdefault(path, pq.ParquetFile(path))
         t = (
-            pl.from_arrow(pf.read_row_group(rg))
+            pl.from_arrow(pf.read_row_group(index))
             .with_row_index("off")
             .with_columns(pl.col("off").cast(pl.Int64))
         )
         parts.append(part.join(t, on="off"))
-    rows = pl.concat(parts).sort("pos")
+    rows = pl.concat(parts).sort("rank", "pos")
     cols = [x.name for x in contract("utilisation_samples").landing_columns]
     return rows.with_columns(
         pl.col("ord").first().over(list(SAMPLE_KEY)).alias("kept_in_order"),

@@ -139,7 +139,7 @@ def _promote(home: DataHome, day: str, result: DayIngest) -> PartitionOutcome:
         written = ["quarantine", "extra_fields", "sample_volume"]
         if promote:
             lake.write_partition(home, "runs", day, result.runs)
-            lake.promote_partition(home, "utilisation_samples", day, result.samples_path)
+            lake.promote_partition(home, "utilisation_samples", day, result.samples_paths)
             lake.promote_partition(home, METRICS, day, result.metric_samples_path)
             written += ["runs", "utilisation_samples", METRICS]
         lake.write_partition(home, "ingest_ledger", day, result.ingest_ledger)
@@ -147,6 +147,7 @@ def _promote(home: DataHome, day: str, result: DayIngest) -> PartitionOutcome:
     finally:
         result.discard()
     # published: read them from the lake
-    result.samples_path = result.metric_samples_path = result.extra_fields_path = None
+    result.samples_paths = []
+    result.metric_samples_path = result.extra_fields_path = None
     where = {t: lake.store(home).table_uri(t) for t in written}
     return PartitionOutcome(day=day, result=result, checks=checks, promoted=promote, written=where)

@@ -148,38 +148,45 @@ class Lake:
 
     # ------------------------------------------------------------------ writes
 
-    def publish_day(self, table: str, day: str, data: pa.Table | Path | None) -> int:
+    def publish_day(self, table: str, day: str, data: pa.Table | Path | list[Path] | None) -> int:
         """Replace one day of a partitioned table whole, in one commit; returns its rows.
 
-        ``data``: a table in the contract's schema, a staged Parquet file in it (moved or uploaded into the
-        table, never rewritten), or None for an empty day (an empty file: the day is listed, 0 rows).
+        ``data``: a table in the contract's schema, staged Parquet files in it (moved or uploaded into the
+        table, never rewritten: one, or one per slice of a split day), or None or no files for an empty day
+        (an empty file: the day is listed, 0 rows).
         Writers of one day commit one at a time (the last one's day stays whole); of different days, at once.
         """
         self._check_day(day)
         self._create(table)
-        if data is None:
+        if data is None or (isinstance(data, list) and not data):
             data = contract(table).arrow_schema().empty_table()
-        add = self._place(table, f"day={day}", data, {"day": day})
-        with self._committing(table, f"day {day}", add, f"{table}.day={day}") as delta:
+        adds: list[AddAction] = []
+        try:
+            for one in data if isinstance(data, list) else [data]:
+                adds.append(self._place(table, f"day={day}", one, {"day": day}))
+        except BaseException:
+            self._unplace(table, adds)
+            raise
+        with self._committing(table, f"day {day}", adds, f"{table}.day={day}") as delta:
             delta.create_write_transaction(
-                [add],
+                adds,
                 mode="overwrite",
                 schema=delta.schema(),
                 partition_by=[contract(table).partitioned_by],
                 partition_filters=[("day", "=", day)],
             )
-        return _rows(add)
+        return sum(_rows(a) for a in adds)
 
     def write_table(self, table: str, data: pa.Table) -> int:
         """Replace an unpartitioned table whole, in one commit; returns its rows."""
         self._create(table)
         add = self._place(table, "", data, {})
-        with self._committing(table, "the table", add, table) as delta:
+        with self._committing(table, "the table", [add], table) as delta:
             delta.create_write_transaction([add], mode="overwrite", schema=delta.schema())
         return _rows(add)
 
     @contextlib.contextmanager
-    def _committing(self, table: str, what: str, add: AddAction, lock: str) -> Iterator[DeltaTable]:
+    def _committing(self, table: str, what: str, adds: list[AddAction], lock: str) -> Iterator[DeltaTable]:
         """The table's current snapshot to commit ``add`` against, under the lock of what it replaces: an
         overwrite removes the files of the snapshot it was built on, so two writers of one day must not
         build on the same one (both files would stay). If a conflicting commit still gets in first, our
@@ -189,12 +196,17 @@ class Lake:
             try:
                 yield delta
             except CommitFailedError as exc:
-                with contextlib.suppress(OSError):
-                    self.fs.delete_file(self._fs_path(f"{self.table_uri(table)}/{add.path}"))
+                self._unplace(table, adds)
                 raise ConcurrentWrite(
                     f"{self.table_uri(table)}: another writer replaced {what} at the same time and committed "
                     f"first; this write was not applied (run it again to replace theirs): {exc}"
                 ) from exc
+
+    def _unplace(self, table: str, adds: list[AddAction]) -> None:
+        """Remove files placed for a commit that will not happen."""
+        for add in adds:
+            with contextlib.suppress(OSError):
+                self.fs.delete_file(self._fs_path(f"{self.table_uri(table)}/{add.path}"))
 
     def _place(self, table: str, folder: str, data: pa.Table | Path, partition: dict[str, str]) -> AddAction:
         """Write (or move/upload) one data file into the table; an AddAction for it."""
@@ -459,8 +471,8 @@ def write_partition(home: DataHome, table: str, day: str, frame: pl.DataFrame) -
     return s.table_uri(table)
 
 
-def promote_partition(home: DataHome, table: str, day: str, staged: Path | None) -> str:
-    """Publish a staged Parquet file (in the contract's schema) as one day of a table, moved or uploaded
+def promote_partition(home: DataHome, table: str, day: str, staged: Path | list[Path] | None) -> str:
+    """Publish staged Parquet files (in the contract's schema) as one day of a table, moved or uploaded
     into place; with nothing staged, the day becomes empty. Returns the table's URI."""
     s = store(home)
     s.publish_day(table, day, staged)
