@@ -64,7 +64,8 @@ class IngestLimits:
     one, the rest counted; a rejected row's original text is kept up to ``raw_record_max_bytes`` (marked
     as cut past it). The ingest's
     DuckDB side steps (repeated Prometheus samples, the derivation of runs) keep within ``duckdb_memory``
-    and spill past it."""
+    and spill past it. A day whose utilisation-sample files hold more than ``slice_bytes`` is split into
+    slices of about that size (by source, then in landing order), read on workers and merged."""
 
     batch_rows: int = 200_000
     batch_bytes: int = 64 << 20
@@ -73,6 +74,7 @@ class IngestLimits:
     max_expansion_ratio: int = 200
     max_rejects_per_file: int = 1000
     raw_record_max_bytes: int = 64 << 10
+    slice_bytes: int = 4 << 30
     duckdb_memory: str = DUCKDB_MEMORY
 
     def __post_init__(self) -> None:
@@ -110,6 +112,7 @@ LEAST = {
     "max_expansion_ratio": 2,
     "max_rejects_per_file": 1,
     "raw_record_max_bytes": 1 << 10,
+    "slice_bytes": 1,
 }
 DEFAULT_LIMITS = IngestLimits()
 

@@ -1,0 +1,219 @@
+"""A day too big for one worker, read in slices and merged, with the same result as one pass.
+
+1. ``settle_day``: the day's runs files and Prometheus samples are read, the runs settled (first delivery
+   wins, across files and days) and the runs and samples derived from Prometheus staged, once. The
+   utilisation-sample files are planned into slices: by source, a source above ``slice_bytes`` cut in
+   landing order.
+2. ``ingest_slice``: each slice's files are read, validated and staged on any worker, against the settled
+   runs (windows, runs delivered again), in a folder of its own under the split's staging folder.
+3. ``merge_day``: the slices' files take their place in the day's ledger; a file that repeats one of
+   another slice (same BLAKE3) becomes a duplicate of the first delivery, as in one pass; sample keys
+   repeated across slices are settled over every slice's staged key hashes (first delivery wins); the
+   slices' staged samples are published as they are, one file each, in one commit.
+
+The states travel between workers as pickles in the split's staging folder, which every worker reaches
+(the data home is shared, as for days on workers); only this product writes and reads them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import pickle
+import shutil
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipelines.lib.ingest.day import Day, DayIngest, FileState, day_result, rank, table_of
+from pipelines.lib.ingest.readers.base import FileInfo
+from pipelines.lib.landing import LandingFile, day_files
+from pipelines.lib.paths import DataHome
+from pipelines.lib.settings import DEFAULT_LIMITS, IngestLimits
+
+SETTLED = "settled.pickle"
+STALE_SPLIT_S = 24 * 3600  # a split's staging folder untouched this long was left by a killed run
+
+
+@dataclass(frozen=True)
+class Slice:
+    """Landing files of one day read together on one worker."""
+
+    day: str
+    root: Path  # the split's staging folder
+    index: int
+    files: tuple[int, ...]  # positions in the day's landing files (delivery order)
+    source: str
+    size_bytes: int
+
+    @property
+    def key(self) -> str:
+        """A name for the slice (a Dagster mapping key): its position and source."""
+        clean = "".join(c if c.isalnum() else "_" for c in self.source)[:40]
+        return f"s{self.index:03d}_{clean}"
+
+
+def plan_slices(files: list[LandingFile], tables: list[str | None], slice_bytes: int) -> list[list[int]]:
+    """The day's utilisation-sample files (and files of no known table) in slices of about
+    ``slice_bytes`` at most: one source per slice, a larger source cut in delivery order (a file is never
+    cut). [] when they fit one slice: the day is read in one pass."""
+    by_source: dict[str, list[int]] = {}
+    for i, (lf, table) in enumerate(zip(files, tables, strict=True)):
+        if rank(table) == 2:
+            by_source.setdefault(lf.source, []).append(i)
+    if sum(files[i].signature[1] for idx in by_source.values() for i in idx) <= slice_bytes:
+        return []
+    slices: list[list[int]] = []
+    for _, idx in sorted(by_source.items()):
+        current: list[int] = []
+        size = 0
+        for i in idx:
+            n = files[i].signature[1]
+            if current and size + n > slice_bytes:
+                slices.append(current)
+                current, size = [], 0
+            current.append(i)
+            size += n
+        slices.append(current)
+    return slices if len(slices) > 1 else []
+
+
+def settle_day(
+    home: DataHome,
+    day: str,
+    platforms: Iterable[str],
+    limits: IngestLimits = DEFAULT_LIMITS,
+    now: dt.datetime | None = None,
+) -> list[Slice]:
+    """Phase 1: the day's slices, its runs settled and staged for them; [] when the day fits one pass
+    (nothing is staged then)."""
+    _remove_stale_splits(home, day)
+    root = home.staging / f"split-day={day}.{uuid.uuid4().hex[:12]}"
+    root.mkdir(parents=True)
+    state = None
+    try:
+        files = day_files(home, day)
+        tables = [table_of(lf, root) for lf in files]
+        planned = plan_slices(files, tables, limits.slice_bytes)
+        if not planned:
+            shutil.rmtree(root, ignore_errors=True)
+            return []
+        state = Day(home, day, platforms, root, now or dt.datetime.now(dt.UTC), limits)
+        made = [state.new_file(lf, i, t) for i, (lf, t) in enumerate(zip(files, tables, strict=True))]
+        for f in sorted(made, key=lambda f: (rank(f.table), f.order)):
+            if rank(f.table) < 2:
+                state.ingest_file(f)
+        state.derive()  # settles the runs
+        state.stage_run_extras()
+        state.seal()
+        _save(state, root / SETTLED)
+    except BaseException:
+        if state is not None:
+            state.abort()
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    return [
+        Slice(day, root, k, tuple(idx), files[idx[0]].source, sum(files[i].signature[1] for i in idx))
+        for k, idx in enumerate(planned)
+    ]
+
+
+def ingest_slice(home: DataHome, piece: Slice) -> Path:
+    """Phase 2: read one slice's files against the settled runs; the path of its sealed state."""
+    settled: Day = _load(piece.root / SETTLED)
+    staging = piece.root / f"slice-{piece.index}"
+    shutil.rmtree(staging, ignore_errors=True)  # a retried slice starts again
+    staging.mkdir()
+    state = Day(
+        home,
+        piece.day,
+        settled.allowed["hardware_catalog"],
+        staging,
+        settled.now,
+        settled.limits,
+        prior=settled.prior,
+    )
+    state.runs, state.windows = settled.runs, settled.windows
+    state.dup_runs, state.prior_sample_hashes = settled.dup_runs, settled.prior_sample_hashes
+    state.seen, state.seen_sizes = dict(settled.seen), set(settled.seen_sizes)
+    try:
+        for i in piece.files:
+            mine = settled.files[i]
+            state.ingest_file(state.new_file(mine.lf, mine.order, mine.table))
+        state.seal()
+    except BaseException:
+        state.abort()
+        raise
+    state.runs = state.windows = None  # the merge has them from the settled state
+    out = staging / "slice.pickle"
+    _save(state, out)
+    return out
+
+
+def merge_day(home: DataHome, root: Path, parts: list[Path]) -> DayIngest:
+    """Phase 3: the day from its settled runs and its slices (``parts``, in slice order), as one pass
+    gives it. Row groups count across the settled state's staged samples, then each slice's."""
+    state: Day = _load(root / SETTLED)
+    state.home = home
+    samples_groups = sum(len(p.group_sizes) for p in state.parts)
+    extras_groups = sum(n for _, n in state.extra_parts)
+    position = {f.order: k for k, f in enumerate(state.files)}
+    sliced: list[FileState] = []
+    for path in parts:
+        piece: Day = _load(path)
+        for f in piece.files:
+            f.row_groups = [g + samples_groups for g in f.row_groups]
+            f.extra_groups = [g + extras_groups for g in f.extra_groups]
+            state.files[position[f.order]] = f
+            sliced.append(f)
+        state.dead_samples |= {g + samples_groups for g in piece.dead_samples}
+        state.dead_extras |= {g + extras_groups for g in piece.dead_extras}
+        state.parts += piece.parts
+        state.extra_parts += piece.extra_parts
+        samples_groups += sum(len(p.group_sizes) for p in piece.parts)
+        extras_groups += sum(n for _, n in piece.extra_parts)
+    _first_deliveries(state, sliced)
+    return day_result(state, [f.lf for f in state.files if f.derived_from is None])
+
+
+def _first_deliveries(state: Day, sliced: list[FileState]) -> None:
+    """Files repeated across slices: each slice knew only the settled files and its own, so the day's
+    files are replayed in delivery order, and one that repeats an earlier one (same BLAKE3) becomes its
+    duplicate, as reading the day in one pass decides."""
+    for f in sorted(sliced, key=lambda f: f.order):
+        if f.lf.problem or f.entry.table_name is None:
+            continue  # refused before it was opened: never compared
+        digest, size = f.entry.blake3, f.entry.size_bytes
+        if f.hashed and state.may_repeat(size) and digest in state.seen:
+            f.entry = state._entry(f.lf, f.table)
+            f.entry.blake3, f.entry.size_bytes = digest, size
+            f.info, f.fmt, f.src = FileInfo(), None, None
+            state.repeat_of(f, *state.seen[digest])
+        if f.entry.problem is None or f.entry.problem.reason_code != "file_duplicate":
+            state.seen.setdefault(digest, (f.lf.relpath, f.entry.rows_in))
+            state.seen_sizes.add(size)
+
+
+def _save(state: Day, path: Path) -> None:
+    state.staged = []  # closed writers: nothing left to stop
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "wb") as fh:
+        pickle.dump(state, fh, protocol=pickle.HIGHEST_PROTOCOL)
+    tmp.replace(path)
+
+
+def _load(path: Path) -> Day:
+    with open(path, "rb") as fh:
+        return pickle.load(fh)
+
+
+def _remove_stale_splits(home: DataHome, day: str) -> None:
+    """Staging folders of splits of this day that a killed run left (untouched for STALE_SPLIT_S)."""
+    for old in home.staging.glob(f"split-day={day}.*"):
+        try:
+            newest = max((p.stat().st_mtime for p in old.rglob("*")), default=old.stat().st_mtime)
+        except OSError:
+            continue
+        if time.time() - newest > STALE_SPLIT_S:
+            shutil.rmtree(old, ignore_errors=True)

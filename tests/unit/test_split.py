@@ -1,0 +1,132 @@
+"""A day read in slices and merged equals the day read in one pass: every table, every ledger and
+quarantine row, whatever the slices (one source each, or one file each), with files and sample keys
+repeated across slices, faulty rows, gzip, Parquet, CSV and Prometheus exporters in the same day."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import gzip
+import os
+import shutil
+
+import polars as pl
+import pytest
+
+from pipelines.lib.ingest import ingest_day
+from pipelines.lib.ingest.split import (
+    Slice,
+    ingest_slice,
+    merge_day,
+    plan_slices,
+    settle_day,
+)
+from pipelines.lib.landing import day_files
+from pipelines.lib.settings import DEFAULT_LIMITS
+from synthetic_fleet.sampler import sample_day
+from synthetic_fleet.writers import write_day
+from tests.conftest import DAY
+
+NOW = dt.datetime(2026, 11, 21, 2, 0, tzinfo=dt.UTC)
+
+
+def split_ingest(home, platforms, slice_bytes: int):
+    limits = dataclasses.replace(DEFAULT_LIMITS, slice_bytes=slice_bytes)
+    slices = settle_day(home, DAY, platforms, limits, now=NOW)
+    assert slices, "the day was not split"
+    parts = [ingest_slice(home, s) for s in slices]
+    return slices, merge_day(home, slices[0].root, parts)
+
+
+def _frames(r) -> dict[str, pl.DataFrame]:
+    out = r.frames()
+    for name, frame in out.items():
+        if name not in ("ingest_ledger", "quarantine"):  # these two keep the day's file order
+            out[name] = frame.sort(frame.columns, nulls_last=True)
+    return out
+
+
+@pytest.fixture
+def busy_day(home, hw, models, small_day):
+    """Four sources delivering interleaved in time, in four formats, with repeats across sources."""
+    write_day(small_day, home.landing, source="alpha", fmt="jsonl")
+    write_day(sample_day(DAY, 6, 23, hw, models), home.landing, source="bravo", fmt="parquet")
+    write_day(sample_day(DAY, 5, 31, hw, models), home.landing, source="charlie", fmt="csv", gzip_level=1)
+    write_day(sample_day(DAY, 4, 41, hw, models), home.landing, source="delta", fmt="openmetrics", hw=hw)
+    alpha = home.landing / "alpha" / DAY / "utilisation_samples.jsonl"
+    repeats = home.landing / "able" / DAY
+    repeats.mkdir(parents=True)
+    shutil.copyfile(alpha, repeats / "utilisation_samples.jsonl")  # a whole file delivered twice
+    lines = alpha.read_bytes().splitlines(keepends=True)
+    # some of alpha's samples again (their keys repeat across slices), a broken line, a new sample
+    (repeats / "utilisation_samples-late.jsonl.gz").write_bytes(
+        gzip.compress(b"".join(lines[5:40]) + b'{"run_id": 1}\n' + lines[41].replace(b":00Z", b":07Z"))
+    )
+    # delivery order is not the order of the sources: "able" (first by name) delivers last
+    t0 = 1_700_000_000
+    for k, lf in enumerate(sorted(day_files(home, DAY), key=lambda lf: lf.relpath)):
+        late = 100 if lf.relpath.startswith("able") else 0
+        os.utime(lf.path, (t0 + k + late, t0 + k + late))
+    return home
+
+
+@pytest.mark.parametrize("slice_bytes", [1, 300_000])  # every file a slice; sources cut into pieces
+def test_a_split_day_equals_the_day_read_in_one_pass(busy_day, hw, slice_bytes):
+    whole = ingest_day(busy_day, DAY, hw.platforms, now=NOW)
+    want = _frames(whole)
+    whole.discard()
+    slices, split = split_ingest(busy_day, hw.platforms, slice_bytes)
+    got = _frames(split)
+    assert len(slices) >= 4 and len(split.samples_paths) >= 4
+    for name in want:
+        assert got[name].equals(want[name]), name
+    assert split.samples_rows == whole.samples_rows and split.samples_duplicated == 0
+    assert split.samples_violations == whole.samples_violations == []
+    assert split.notes == whole.notes
+    # the case is real: a file and sample keys repeat across slices, a row is bad, Prometheus is in it
+    q = want["quarantine"]
+    assert {"file_duplicate", "duplicate_key"} <= set(q["reason_code"])
+    assert q.filter(pl.col("reason_code") == "file_duplicate")["source_file"].to_list() == [
+        f"able/{DAY}/utilisation_samples.jsonl"
+    ]
+    assert want["metric_samples"].height > 0
+    split.discard()
+    assert not slices[0].root.exists()
+
+
+def test_slices_follow_sources_and_cut_a_large_source_in_delivery_order(busy_day, hw):
+    files = day_files(busy_day, DAY)
+    tables = [
+        "runs" if lf.path.name.startswith("runs") else "utilisation_samples" for lf in files
+    ]  # (delta's exporters count as samples here: only the plan is tested)
+    sizes = {i: lf.signature[1] for i, lf in enumerate(files)}
+    assert plan_slices(files, tables, sum(sizes.values())) == []  # fits one pass
+    cut = plan_slices(files, tables, 200_000)
+    flat = [i for s in cut for i in s]
+    assert sorted(flat) == [i for i, t in enumerate(tables) if t != "runs"]
+    for s in cut:
+        assert len({files[i].source for i in s}) == 1 and s == sorted(s)
+        assert len(s) == 1 or sum(sizes[i] for i in s) <= 200_000
+
+
+def test_a_day_that_fits_is_not_split_and_stages_nothing(busy_day, hw):
+    assert settle_day(busy_day, DAY, hw.platforms, DEFAULT_LIMITS, now=NOW) == []
+    assert not list(busy_day.staging.glob("split-*"))
+
+
+def test_a_retried_slice_starts_again_and_the_merge_is_unchanged(busy_day, hw):
+    limits = dataclasses.replace(DEFAULT_LIMITS, slice_bytes=1)
+    slices = settle_day(busy_day, DAY, hw.platforms, limits, now=NOW)
+    parts = [ingest_slice(busy_day, s) for s in slices]
+    again = ingest_slice(busy_day, slices[1])  # a worker died after it, Dagster ran it again
+    assert again == parts[1]
+    merged = merge_day(busy_day, slices[0].root, parts)
+    whole = ingest_day(busy_day, DAY, hw.platforms, now=NOW)
+    assert merged.ingest_ledger.equals(whole.ingest_ledger)
+    assert merged.samples_rows == whole.samples_rows
+    merged.discard()
+    whole.discard()
+
+
+def test_slice_keys_name_their_source(tmp_path):
+    assert Slice(DAY, tmp_path, 7, (1, 2), "team a/b", 10).key == "s007_team_a_b"
