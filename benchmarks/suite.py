@@ -28,6 +28,10 @@ Cases (each: product seconds, anchor seconds, ratio = product / anchor, peak RSS
   this machine's cores busier; also each side's samples per second per worker and the merge's seconds).
 - ``merge-K-days``: the merge run (merged analyses, analyst catalog, report) over K = 1, 2, 4, 8 day
   partitions of ``--samples`` / 4 each (no anchor: its cost against the number of partitions).
+- ``split-K``: `fleet ingest` of one day whose source delivered its samples in K files (K = 2, 4, 8),
+  read in K slices (processes of their own, as many at once as the machine has cores) and merged vs the
+  same files read in one pass (no target: what splitting gains on this machine; also the merge's seconds
+  against K).
 - ``memory``: peak RSS of `fleet ingest` for a day of 3x ``--samples`` in every format (target < 1.5 GB).
 - ``prometheus``: `fleet ingest` of a Prometheus export of about ``--samples`` exposition samples (the
   synthetic fleet as node_exporter, dcgm-exporter, kube-state-metrics and pcm-sensor-server expose it, in
@@ -41,6 +45,7 @@ Generated data is cached under ``<data home>/bench/data`` (same seed, same bytes
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
 import math
@@ -802,7 +807,95 @@ def side_merge(args: dict) -> dict:
         return {"seconds": merge.end_time - merge.start_time}
 
 
-SIDES.update({f.__name__: f for f in (side_night_workers, side_merge)})
+def split_day(data: Path, samples: int, k: int) -> Path:
+    """The parquet landing day of ``samples`` samples with its samples file cut into ``k`` files of
+    consecutive rows (a source delivering its day in parts; cached)."""
+    out = data / f"split-{samples}-{k}"
+    if not (out / ".complete").exists():
+        import pyarrow.parquet as pq
+
+        shutil.rmtree(out, ignore_errors=True)
+        tree = landing_day(data, "parquet", samples)
+        shutil.copytree(tree, out, ignore=shutil.ignore_patterns(".complete", "utilisation_samples*"))
+        src = samples_file(tree, "parquet")
+        table = pq.read_table(src)
+        step = math.ceil(table.num_rows / k)
+        for i in range(k):
+            pq.write_table(
+                table.slice(i * step, step),
+                out / src.relative_to(tree).parent / f"utilisation_samples-{i:02d}.parquet",
+            )
+        (out / ".complete").touch()
+    return out
+
+
+def side_split(args: dict) -> dict:
+    """The day read in slices and merged (``slice_bytes`` > 0), or in one pass; seconds of each phase."""
+    from pipelines.lib.ingest.day import ingest_day
+    from pipelines.lib.ingest.promote import _promote
+    from pipelines.lib.ingest.split import merge_day, read_slices, settle_day
+    from pipelines.lib.paths import DataHome
+    from pipelines.lib.settings import DEFAULT_LIMITS
+    from synthetic_fleet.catalog import load_hardware
+
+    platforms = list(load_hardware().platforms)
+    limits = DEFAULT_LIMITS
+    if args["slice_bytes"]:
+        limits = dataclasses.replace(DEFAULT_LIMITS, slice_bytes=args["slice_bytes"])
+    with tempfile.TemporaryDirectory(dir=args["tmp"]) as tmp:
+        home = DataHome.resolve(fresh_home(Path(tmp), [Path(args["tree"])]))
+        t0 = time.perf_counter()
+        phases = {}
+        if args["slice_bytes"]:
+            slices = settle_day(home, args["day"], platforms, limits)
+            assert len(slices) == args["slices"], len(slices)
+            t1 = time.perf_counter()
+            parts = read_slices(home, slices)
+            t2 = time.perf_counter()
+            result = merge_day(home, slices[0].root, parts)
+            t3 = time.perf_counter()
+            phases = {"settle_s": t1 - t0, "slices_s": t2 - t1, "merge_s": t3 - t2}
+        else:
+            result = ingest_day(home, args["day"], platforms, limits=limits)
+        out = _promote(home, args["day"], result)
+        seconds = time.perf_counter() - t0
+    assert out.promoted, out.checks
+    # the slices' processes (an upper bound: Linux counts a child's size at fork, before its exec)
+    phases["slice_rss_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return {"seconds": seconds, "rows": out.result.samples_rows, **phases}
+
+
+SIDES.update({f.__name__: f for f in (side_night_workers, side_merge, side_split)})
+
+
+def split_cases(data: Path, tmp: Path, n: int, r: int) -> list[dict]:
+    """A day in K slices on this machine's cores vs in one pass, for K = 2, 4, 8; the merge's seconds."""
+    rows = []
+    for k in (2, 4, 8):
+        tree = split_day(data, n, k)
+        size = sum(p.stat().st_size for p in tree.rglob("utilisation_samples-*.parquet"))
+        args = {"tree": str(tree), "day": DAY, "tmp": str(tmp), "slices": k}
+        ours = [measure("side_split", **args, slice_bytes=math.ceil(size / k)) for _ in range(r)]
+        base = [measure("side_split", **args, slice_bytes=0) for _ in range(r)]
+        med = {key: statistics.median(x[key] for x in ours) for key in ("settle_s", "slices_s", "merge_s")}
+        slice_rss = max(x["slice_rss_mb"] for x in ours)
+        row = {
+            "case": f"split-{k}",
+            "product_s": statistics.median(x["seconds"] for x in ours),
+            "product_rss_mb": max(x["peak_rss_mb"] for x in ours),
+            "anchor_s": statistics.median(x["seconds"] for x in base),
+            "anchor_rss_mb": max(x["peak_rss_mb"] for x in base),
+            "repeats": r,
+            **{f"product_{key}": v for key, v in med.items()},
+            "target": None,
+            "ok": True,
+            "note": f"{n:,} samples in {k} files: {k} slices vs one pass; settle {med['settle_s']:.1f} s, "
+            f"slices {med['slices_s']:.1f} s, merge {med['merge_s']:.1f} s; a slice's process <= "
+            f"{slice_rss:.0f} MB",
+        }
+        row["ratio"] = row["product_s"] / row["anchor_s"]
+        rows.append(row)
+    return rows
 
 
 def workers_cases(data: Path, tmp: Path, n: int, r: int) -> list[dict]:
@@ -863,7 +956,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3, help="interleaved repeats per case (medians)")
     ap.add_argument(
         "--cases",
-        default="synth,ingest,analytics,night,waste,s3,backfill,fixed,workers,memory,prometheus",
+        default="synth,ingest,analytics,night,waste,s3,backfill,fixed,workers,split,memory,prometheus",
         help="comma-separated, any of the default's cases",
     )
     ap.add_argument("--home", default=None, help="data home (default: $FLEET_HOME or ./data)")
@@ -902,6 +995,7 @@ def main() -> int:
         "fixed": lambda: [fixed_case(data, tmp, n, r)],
         "workers": lambda: workers_cases(data, tmp, n, r),
         "prometheus": lambda: [prometheus_case(data, tmp, n, r)],
+        "split": lambda: split_cases(data, tmp, n, r),
     }
     for name, run in runners.items():
         if name in cases:

@@ -16,9 +16,11 @@ import pytest
 from pipelines.lib.ingest import ingest_day
 from pipelines.lib.ingest.split import (
     Slice,
+    SliceFailed,
     ingest_slice,
     merge_day,
     plan_slices,
+    read_slices,
     settle_day,
 )
 from pipelines.lib.landing import day_files
@@ -101,6 +103,7 @@ def test_slices_follow_sources_and_cut_a_large_source_in_delivery_order(busy_day
     ]  # (delta's exporters count as samples here: only the plan is tested)
     sizes = {i: lf.signature[1] for i, lf in enumerate(files)}
     assert plan_slices(files, tables, sum(sizes.values())) == []  # fits one pass
+    assert plan_slices(files, tables, 0) == []  # splitting is off
     cut = plan_slices(files, tables, 200_000)
     flat = [i for s in cut for i in s]
     assert sorted(flat) == [i for i, t in enumerate(tables) if t != "runs"]
@@ -109,8 +112,10 @@ def test_slices_follow_sources_and_cut_a_large_source_in_delivery_order(busy_day
         assert len(s) == 1 or sum(sizes[i] for i in s) <= 200_000
 
 
-def test_a_day_that_fits_is_not_split_and_stages_nothing(busy_day, hw):
-    assert settle_day(busy_day, DAY, hw.platforms, DEFAULT_LIMITS, now=NOW) == []
+@pytest.mark.parametrize("slice_bytes", [0, 1 << 40])  # splitting off (the default); the day fits a slice
+def test_a_day_that_is_not_split_stages_nothing(busy_day, hw, slice_bytes):
+    limits = dataclasses.replace(DEFAULT_LIMITS, slice_bytes=slice_bytes)
+    assert settle_day(busy_day, DAY, hw.platforms, limits, now=NOW) == []
     assert not list(busy_day.staging.glob("split-*"))
 
 
@@ -126,6 +131,32 @@ def test_a_retried_slice_starts_again_and_the_merge_is_unchanged(busy_day, hw):
     assert merged.samples_rows == whole.samples_rows
     merged.discard()
     whole.discard()
+
+
+def test_slices_read_in_processes_of_their_own_give_the_same_day(busy_day, hw):
+    whole = ingest_day(busy_day, DAY, hw.platforms, now=NOW)
+    want = _frames(whole)
+    whole.discard()
+    limits = dataclasses.replace(DEFAULT_LIMITS, slice_bytes=300_000)
+    slices = settle_day(busy_day, DAY, hw.platforms, limits, now=NOW)
+    merged = merge_day(busy_day, slices[0].root, read_slices(busy_day, slices, processes=2))
+    got = _frames(merged)
+    merged.discard()
+    for name in want:
+        assert got[name].equals(want[name]), name
+
+
+def test_a_failing_slice_names_itself_its_files_and_its_error(busy_day, hw):
+    limits = dataclasses.replace(DEFAULT_LIMITS, slice_bytes=1)
+    slices = settle_day(busy_day, DAY, hw.platforms, limits, now=NOW)
+    (slices[2].root / "slice-2").write_text("in the way")  # the slice cannot make its staging folder
+    with pytest.raises(SliceFailed) as err:
+        read_slices(busy_day, slices, processes=1)
+    text = str(err.value)
+    assert f"day {DAY}: slice {slices[2].key} (1 files of source {slices[2].source}: " in text
+    assert "failed (exit code 1); nothing of the day was written" in text
+    assert "FileExistsError" in text and "slice-2" in text
+    assert not (slices[3].root / "slice-3").exists()  # the slices after it were not started
 
 
 def test_slice_keys_name_their_source(tmp_path):

@@ -15,6 +15,7 @@ from pipelines.lib.contracts import conformance_violations, contract, key_duplic
 from pipelines.lib.ingest.cross_row import SAMPLE_KEY
 from pipelines.lib.ingest.day import METRICS, DayIngest, ingest_day, reconciliation
 from pipelines.lib.ingest.dedupe import read_prior
+from pipelines.lib.ingest.split import merge_day, read_slices, settle_day
 from pipelines.lib.landing import day_files
 from pipelines.lib.paths import DataHome
 from pipelines.lib.settings import DEFAULT_LIMITS, IngestLimits
@@ -112,19 +113,35 @@ def ingest_partition(
     Writers of one day queue on the lake's lock of that day (across machines sharing the lake); days are
     read concurrently and promoted one at a time under the lake's promotion lock. If another day accepted
     one of this day's files or runs meanwhile (the same delivery in two day folders), the day is read again
-    under the lock, so the first delivery wins across days as it does within one."""
+    under the lock, so the first delivery wins across days as it does within one. A day whose sample files
+    hold more than ``limits.slice_bytes`` (when set) is read in slices, in processes of their own, and merged
+    (``pipelines.lib.ingest.split``): the same day as one pass gives."""
     platforms = list(platforms)
     lake_ = lake.store(home)
     with lake_.lock(f"day={day}"):
         # left by a killed writer of this day (we hold its lock, so nobody is still writing them)
-        for stale in home.staging.glob(f"day={day}.*"):
+        for stale in [*home.staging.glob(f"day={day}.*"), *home.staging.glob(f"split-day={day}.*")]:
             shutil.rmtree(stale, ignore_errors=True)
-        result = ingest_day(home, day, platforms, limits=limits)
+        result = _read_day(home, day, platforms, limits)
         with lake_.lock("promote"):
             if _raced(home, day, result):
                 result.discard()
                 result = ingest_day(home, day, platforms, limits=limits)
             return _promote(home, day, result)
+
+
+def _read_day(home: DataHome, day: str, platforms: list[str], limits: IngestLimits) -> DayIngest:
+    """The day staged: in one pass, or in slices merged when its sample files are larger than a slice."""
+    if not limits.slice_bytes:
+        return ingest_day(home, day, platforms, limits=limits)
+    slices = settle_day(home, day, platforms, limits)
+    if not slices:
+        return ingest_day(home, day, platforms, limits=limits)
+    try:
+        return merge_day(home, slices[0].root, read_slices(home, slices, limits.slice_processes))
+    except BaseException:
+        shutil.rmtree(slices[0].root, ignore_errors=True)
+        raise
 
 
 def _promote(home: DataHome, day: str, result: DayIngest) -> PartitionOutcome:

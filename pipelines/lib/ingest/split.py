@@ -1,25 +1,31 @@
-"""A day too big for one worker, read in slices and merged, with the same result as one pass.
+"""A day too big for one pass, read in slices on every core of the machine and merged, with the same
+result as one pass (when ``IngestLimits.slice_bytes`` is set).
 
 1. ``settle_day``: the day's runs files and Prometheus samples are read, the runs settled (first delivery
    wins, across files and days) and the runs and samples derived from Prometheus staged, once. The
    utilisation-sample files are planned into slices: by source, a source above ``slice_bytes`` cut in
    landing order.
-2. ``ingest_slice``: each slice's files are read, validated and staged on any worker, against the settled
-   runs (windows, runs delivered again), in a folder of its own under the split's staging folder.
+2. ``ingest_slice``: each slice's files are read, validated and staged in a process of its own, against
+   the settled runs (windows, runs delivered again), in a folder of its own under the split's staging folder.
 3. ``merge_day``: the slices' files take their place in the day's ledger; a file that repeats one of
    another slice (same BLAKE3) becomes a duplicate of the first delivery, as in one pass; sample keys
    repeated across slices are settled over every slice's staged key hashes (first delivery wins); the
    slices' staged samples are published as they are, one file each, in one commit.
 
-The states travel between workers as pickles in the split's staging folder, which every worker reaches
-(the data home is shared, as for days on workers); only this product writes and reads them.
+The states travel between processes as pickles in the split's staging folder (under the data home, which
+every process reaching the day reaches); only this product writes and reads them. ``read_slices`` runs
+phase 2 in Python processes of their own, several at a time, so a large day uses every core of the
+machine that runs it.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import os
 import pickle
 import shutil
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterable
@@ -33,6 +39,7 @@ from pipelines.lib.paths import DataHome
 from pipelines.lib.settings import DEFAULT_LIMITS, IngestLimits
 
 SETTLED = "settled.pickle"
+SLICE_ERROR_LINES = 20  # of a failed slice's process, in its error
 STALE_SPLIT_S = 24 * 3600  # a split's staging folder untouched this long was left by a killed run
 
 
@@ -57,7 +64,9 @@ class Slice:
 def plan_slices(files: list[LandingFile], tables: list[str | None], slice_bytes: int) -> list[list[int]]:
     """The day's utilisation-sample files (and files of no known table) in slices of about
     ``slice_bytes`` at most: one source per slice, a larger source cut in delivery order (a file is never
-    cut). [] when they fit one slice: the day is read in one pass."""
+    cut). [] when they fit one slice or ``slice_bytes`` is 0: the day is read in one pass."""
+    if not slice_bytes:
+        return []
     by_source: dict[str, list[int]] = {}
     for i, (lf, table) in enumerate(zip(files, tables, strict=True)):
         if rank(table) == 2:
@@ -149,6 +158,65 @@ def ingest_slice(home: DataHome, piece: Slice) -> Path:
     out = staging / "slice.pickle"
     _save(state, out)
     return out
+
+
+class SliceFailed(RuntimeError):
+    """A slice's process failed: the day is not written."""
+
+
+def read_slices(home: DataHome, slices: list[Slice], processes: int = 0) -> list[Path]:
+    """Phase 2 of every slice, each in a Python process of its own, ``processes`` at a time (0: one per
+    core of this machine); the slices' sealed states, in slice order. The first slice that fails stops
+    the others and raises ``SliceFailed`` naming it, its files and its process's last error lines."""
+    width = processes or os.cpu_count() or 1
+    todo = list(slices)
+    running: dict[subprocess.Popen, Slice] = {}
+    try:
+        while todo or running:
+            while todo and len(running) < width:
+                piece = todo.pop(0)
+                task = piece.root / f"slice-{piece.index}.task.pickle"
+                with open(task, "wb") as fh:
+                    pickle.dump((home, piece), fh, protocol=pickle.HIGHEST_PROTOCOL)
+                with open(_error_log(piece), "wb") as err:
+                    code = f"from {__name__} import _slice_process; _slice_process({str(task)!r})"
+                    proc = subprocess.Popen(
+                        [sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=err
+                    )
+                running[proc] = piece
+            time.sleep(0.05)
+            for proc in [p for p in running if p.poll() is not None]:
+                piece = running.pop(proc)
+                if proc.returncode != 0:
+                    raise SliceFailed(_failure(piece, proc.returncode))
+    finally:
+        for proc in running:
+            proc.kill()
+            proc.wait()
+    return [piece.root / f"slice-{piece.index}" / "slice.pickle" for piece in slices]
+
+
+def _slice_process(task: str) -> None:
+    with open(task, "rb") as fh:
+        home, piece = pickle.load(fh)
+    ingest_slice(home, piece)
+
+
+def _error_log(piece: Slice) -> Path:
+    return piece.root / f"slice-{piece.index}.stderr"
+
+
+def _failure(piece: Slice, returncode: int) -> str:
+    settled: Day = _load(piece.root / SETTLED)
+    names = [settled.files[i].lf.relpath for i in piece.files]
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    lines = _error_log(piece).read_text(errors="replace").strip().splitlines()[-SLICE_ERROR_LINES:]
+    how = f"exit code {returncode}" if returncode > 0 else f"killed by signal {-returncode}"
+    detail = "\n".join(lines) or "(it wrote no error)"
+    return (
+        f"day {piece.day}: slice {piece.key} ({len(names)} files of source {piece.source}: {shown}) "
+        f"failed ({how}); nothing of the day was written. Its last error lines:\n{detail}"
+    )
 
 
 def merge_day(home: DataHome, root: Path, parts: list[Path]) -> DayIngest:

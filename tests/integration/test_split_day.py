@@ -1,0 +1,52 @@
+"""A day larger than a slice, ingested by the Dagster asset: read in slices in processes of their own,
+merged, published as one day; the lake equals the one the same day read in one pass gives."""
+
+import dataclasses
+import json
+import shutil
+
+import dagster as dg
+
+from pipelines.defs.partitions import add_days
+from pipelines.defs.resources import FleetHome
+from pipelines.lib import lake
+from pipelines.lib.paths import DataHome
+from pipelines.lib.settings import DEFAULT_LIMITS
+from synthetic_fleet.sampler import sample_day
+from synthetic_fleet.writers import write_day
+from tests.conftest import DAY
+from tests.lake_state import assert_same_lakes
+
+
+def _ingest(definitions, home: DataHome, **limits) -> dg.ExecuteInProcessResult:
+    resource = FleetHome(
+        home=str(home.root),
+        ingest_limits=json.dumps(dataclasses.asdict(dataclasses.replace(DEFAULT_LIMITS, **limits))),
+    )
+    with dg.instance_for_test() as instance:
+        add_days(instance, [DAY])
+        return dg.materialize(
+            definitions.assets,
+            selection=dg.AssetSelection.groups("raw"),
+            partition_key=DAY,
+            instance=instance,
+            resources={"fleet": resource},
+        )
+
+
+def test_a_day_read_in_slices_publishes_the_day_read_in_one_pass(tmp_path, definitions, hw, models):
+    split = DataHome.resolve(tmp_path / "split")
+    write_day(sample_day(DAY, 8, 11, hw, models), split.landing, source="alpha", fmt="jsonl")
+    write_day(sample_day(DAY, 6, 23, hw, models), split.landing, source="bravo", fmt="parquet")
+    write_day(sample_day(DAY, 5, 31, hw, models), split.landing, source="charlie", fmt="csv", gzip_level=1)
+    whole = DataHome.resolve(tmp_path / "whole")
+    shutil.copytree(split.landing, whole.landing)
+
+    result = _ingest(definitions, split, slice_bytes=1, slice_processes=2)
+    assert result.success and all(c.passed for c in result.get_asset_check_evaluations())
+    assert _ingest(definitions, whole).success
+    assert_same_lakes(split, whole)
+    # the day was split: one sample file per slice (at least one per source), one before
+    assert len(lake.table_files(split, "utilisation_samples", DAY)) >= 3
+    assert len(lake.table_files(whole, "utilisation_samples", DAY)) == 1
+    assert not list(split.staging.glob("split-*"))  # the slices' staging is gone once the day is published
