@@ -11,9 +11,11 @@ a run that the waiting `fleet run` (or any later one) marks failed; running the 
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 import dagster as dg
 
@@ -22,6 +24,9 @@ from pipelines.lib.settings import scrubbed, shown
 from pipelines.runs import FINISHED, WORKER_TAG, fail_dead_runs, this_worker
 
 QUEUE = "dagster"  # dagster-celery's queue
+SLICE_TASK = "fleet.ingest_slice"
+# Set in a worker's processes: a split day it runs offers its slices to the other workers on this broker.
+WORKER_BROKER_ENV = "FLEET_WORKER_BROKER"
 CELERY_WORKER_TAG = "fleet/celery_worker"  # the worker's Celery name (fleet@host by default)
 POLL_S = 0.5
 
@@ -57,7 +62,36 @@ def celery_app(broker: str):
 
     app = make_app({"broker": broker, "backend": broker, "include": [], "config_source": _app_config()})
     app.task(bind=True, name=TASK_EXECUTE_JOB_NAME, track_started=True)(_execute_run)
+    app.task(bind=True, name=SLICE_TASK, ignore_result=True)(_read_offered_slice)
     return app
+
+
+def _read_offered_slice(task, task_file: str) -> str:
+    """A slice of a split day another worker offered, read here unless someone has it already."""
+    from pipelines.lib.ingest.split import offered_slice
+
+    return offered_slice(task_file, f"{task.request.hostname} (process {os.getpid()})")
+
+
+def slice_offer() -> Callable[[list[Path]], None] | None:
+    """How a day running on a worker offers its slices to the other workers of its broker; None outside a
+    worker (a local day reads its slices on its own machine)."""
+    broker = os.environ.get(WORKER_BROKER_ENV)
+    if not broker:
+        return None
+
+    def offer(tasks: list[Path]) -> None:
+        # Offering is help, not a duty: if the broker fails, the day's machine reads every slice itself.
+        try:
+            app = celery_app(broker)
+            for t in tasks:
+                app.send_task(SLICE_TASK, args=[str(t)], queue=QUEUE, ignore_result=True)
+        except Exception as err:  # kombu's and redis's errors have no common base
+            logging.getLogger(__name__).warning(
+                "slices not offered to other workers (%s): this machine reads them", scrubbed(err, broker)
+            )
+
+    return offer
 
 
 def _execute_run(_task, execute_job_args_packed) -> int:
@@ -91,6 +125,7 @@ def serve(broker: str, concurrency: int, name: str) -> None:
     import pipelines.orchestrate  # noqa: F401
 
     logging.getLogger("alembic").setLevel(logging.WARNING)  # the instance's schema checks, once per day
+    os.environ[WORKER_BROKER_ENV] = broker  # inherited by the days' processes
     app = celery_app(broker)
     app.worker_main(
         [

@@ -285,3 +285,44 @@ def test_a_task_that_ended_without_its_run_fails_the_day(broker):
             r.message for r in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.RUN_FAILURE)
         )
         assert "its Celery task ended without it (Worker exited prematurely ***)" in message
+
+
+def test_a_split_day_is_read_by_both_workers_and_writes_the_in_process_lake(pg, broker, landing, tmp_path):
+    # One day whose source delivered its samples in 8 files, split into a slice per file.
+    src = tmp_path / "landing"
+    shutil.copytree(landing / "synthetic" / DAYS[0], src / "synthetic" / DAYS[0])
+    samples = src / "synthetic" / DAYS[0] / "utilisation_samples.jsonl"
+    lines = samples.read_bytes().splitlines(keepends=True)
+    step = -(-len(lines) // 8)
+    for i in range(8):
+        (samples.parent / f"utilisation_samples-{i}.jsonl").write_bytes(
+            b"".join(lines[i * step : (i + 1) * step])
+        )
+    samples.unlink()
+    reference = _home(src, tmp_path / "reference")
+    p = run([str(BIN / "fleet"), "run", "--home", str(reference.root)], env={"DAGSTER_HOME": ""})
+    assert p.returncode == 0, p.stderr[-3000:]
+
+    home = _home(src, tmp_path / "split")
+    env = _env(home, pg, broker)
+    logs = [tmp_path / f"s{i}.log" for i in (1, 2)]
+    workers = [_start_worker(f"s{i}@%h", env, log) for i, log in zip((1, 2), logs, strict=True)]
+    try:
+        p = run(
+            [str(BIN / "fleet"), "run", "--home", str(home.root), "--executor", "celery"],
+            env={**env, "FLEET_SLICE_BYTES": "1", "FLEET_SLICE_PROCESSES": "1"},
+        )
+    finally:
+        for w in workers:
+            _stop(w)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert_same_lakes(home, reference)
+    # The day ran on one worker, which offered its slices to the other; the other read some of them.
+    ((_, status, day_worker),) = _day_runs(pg, home).values()
+    assert status == "SUCCESS"
+    other = logs[0] if day_worker.startswith("s2") else logs[1]
+    text = other.read_text()
+    assert "fleet.ingest_slice" in text and "read slice s0" in text and f"of day {DAYS[0]}" in text, text[
+        -3000:
+    ]
+    assert PASSWORD not in p.stdout + p.stderr + "".join(log.read_text() for log in logs)

@@ -44,6 +44,11 @@ def test_a_day_read_in_slices_publishes_the_day_read_in_one_pass(tmp_path, defin
 
     result = _ingest(definitions, split, slice_bytes=1, slice_processes=2)
     assert result.success and all(c.passed for c in result.get_asset_check_evaluations())
+    samples = next(
+        m for m in result.get_asset_materialization_events() if m.asset_key.path == ["utilisation_samples"]
+    )
+    slices = samples.materialization.metadata["slices"].value
+    assert len(slices) >= 3 and all(s["read_by"] and s["files"] >= 1 for s in slices)
     assert _ingest(definitions, whole).success
     assert_same_lakes(split, whole)
     # the day was split: one sample file per slice (at least one per source), one before

@@ -9,6 +9,11 @@ import datetime as dt
 import gzip
 import os
 import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
 
 import polars as pl
 import pytest
@@ -19,6 +24,7 @@ from pipelines.lib.ingest.split import (
     SliceFailed,
     ingest_slice,
     merge_day,
+    offered_slice,
     plan_slices,
     read_slices,
     settle_day,
@@ -157,6 +163,63 @@ def test_a_failing_slice_names_itself_its_files_and_its_error(busy_day, hw):
     assert "failed (exit code 1); nothing of the day was written" in text
     assert "FileExistsError" in text and "slice-2" in text
     assert not (slices[3].root / "slice-3").exists()  # the slices after it were not started
+
+
+def test_slices_offered_elsewhere_are_read_once_by_whoever_claims_them(busy_day, hw):
+    limits = dataclasses.replace(DEFAULT_LIMITS, slice_bytes=1)
+    slices = settle_day(busy_day, DAY, hw.platforms, limits, now=NOW)
+    said = []
+
+    def offer(tasks):  # another machine takes the first two at once, and is offered them again later
+        said.extend(offered_slice(str(t), "remote-1") for t in [*tasks[:2], tasks[0]])
+
+    merged = merge_day(busy_day, slices[0].root, read_slices(busy_day, slices, processes=2, offer=offer))
+    assert said == [
+        f"read slice {slices[0].key} of day {DAY}",
+        f"read slice {slices[1].key} of day {DAY}",
+        f"nothing to do: slice {slices[0].key} of day {DAY} is read elsewhere",
+    ]
+    by = [s["read_by"] for s in merged.slices]
+    assert by[:2] == ["remote-1", "remote-1"] and all(b.startswith(socket.gethostname()) for b in by[2:])
+    assert [s["slice"] for s in merged.slices] == [s.key for s in slices]
+    whole = ingest_day(busy_day, DAY, hw.platforms, now=NOW)
+    assert merged.ingest_ledger.equals(whole.ingest_ledger) and merged.samples_rows == whole.samples_rows
+    merged.discard()
+    whole.discard()
+    late = offered_slice(str(slices[0].root / "slice-0.task.pickle"), "late")
+    assert late == "nothing to do: its day is over"
+
+
+def test_a_slice_whose_reader_was_killed_is_read_again(busy_day, hw, tmp_path):
+    limits = dataclasses.replace(DEFAULT_LIMITS, slice_bytes=1)
+    slices = settle_day(busy_day, DAY, hw.platforms, limits, now=NOW)
+    held = tmp_path / "held"
+    # another machine's reader claims slice 1 and hangs until it is killed
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time, pathlib; from filelock import FileLock; "
+            f"lock = FileLock({str(slices[1].root / 'slice-1.lock')!r}); lock.acquire(); "
+            f"pathlib.Path({str(held)!r}).touch(); time.sleep(600)",
+        ]
+    )
+    while not held.exists():
+        assert holder.poll() is None
+        time.sleep(0.05)
+    killer = threading.Timer(3.0, holder.kill)
+    killer.start()
+    try:
+        started = time.monotonic()
+        merged = merge_day(busy_day, slices[0].root, read_slices(busy_day, slices, processes=2))
+    finally:
+        killer.cancel()
+        holder.kill()
+        holder.wait()
+    assert time.monotonic() - started >= 3.0  # it waited for the live holder
+    assert merged.samples_rows == ingest_day(busy_day, DAY, hw.platforms, now=NOW).samples_rows
+    assert merged.slices[1]["read_by"].startswith(socket.gethostname())
+    merged.discard()
 
 
 def test_slice_keys_name_their_source(tmp_path):

@@ -10,6 +10,7 @@ from pipelines.lib.ingest import LANDING_TABLES, METRICS, ingest_partition
 from pipelines.lib.landing import not_read, not_read_warning
 from pipelines.lib.monitoring import partition_row_counts, row_count_anomaly
 from pipelines.lib.volume import failing
+from pipelines.workers import slice_offer
 
 RAW_TABLES = (
     "runs",
@@ -86,13 +87,18 @@ CHECKS = [
 def raw_ingest(context: dg.AssetExecutionContext, fleet: FleetHome):
     """Read every landing file of the day, validate each row against its contract, write the day whole.
 
+    A day larger than ``FLEET_SLICE_BYTES`` is read in slices (on every core; on a worker, also offered to
+    the other workers) and merged; the samples' ``slices`` metadata says which process read each.
+
     The blocking checks run on the validated frames before anything is promoted: if one fails, the ledger,
     quarantine and extra fields (the explanation) are written, runs and samples are not (the last good
     partition stays), and downstream assets do not run.
     """
     day = context.partition_key
     home = fleet.data_home()
-    outcome = ingest_partition(home, day, fleet.hardware().platforms.keys(), fleet.limits())
+    outcome = ingest_partition(
+        home, day, fleet.hardware().platforms.keys(), fleet.limits(), offer=slice_offer()
+    )
     result = outcome.result
     if not outcome.promoted:
         failed = ", ".join(f"{c.table}/{c.name}" for c in outcome.checks if not c.passed)
@@ -110,6 +116,8 @@ def raw_ingest(context: dg.AssetExecutionContext, fleet: FleetHome):
             meta["landing_entries_not_read"] = dg.MetadataValue.json(
                 [e.relpath for e in not_read(home)[:100]]
             )
+        if table == "utilisation_samples" and result.slices:
+            meta["slices"] = dg.MetadataValue.json(result.slices)
         if table == METRICS and result.notes:
             meta["derivation_notes"] = dg.MetadataValue.json(result.notes)
         if table == "quarantine":

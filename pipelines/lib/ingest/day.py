@@ -195,6 +195,7 @@ class DayIngest:
     landing_files: frozenset[str] = frozenset()  # the day's landing files as listed when reading began
     prior_files: frozenset[str] = frozenset()  # other days' accepted file hashes, as read at the start
     prior_runs: frozenset[str] = frozenset()  # other days' run ids, as read at the start
+    slices: list[dict] = field(default_factory=list)  # a split day's slices: files, read by which process
 
     @property
     def utilisation_samples(self) -> pl.DataFrame:
@@ -298,6 +299,7 @@ class Day:
         self.day_date = dt.date.fromisoformat(day)
         self.allowed = {"hardware_catalog": frozenset(platforms)}
         self.prior = prior if prior is not None else dedupe.read_prior(home, day)
+        self.slices: list[dict] = []  # a split day's slices: which files, read by which process
         self.seen: dict[str, tuple[str, int]] = {}  # BLAKE3 -> (first file today, its rows)
         self.seen_sizes: set[int] = set()
         self.files: list[FileState] = []
@@ -1129,6 +1131,7 @@ def day_result(state: Day, files: list[LandingFile]) -> DayIngest:
         metric_samples_path=metrics_path,
         metric_samples_rows=state.metrics.rows,
         notes=state.notes,
+        slices=state.slices,
         landing_files=frozenset(lf.relpath for lf in files),
         prior_files=frozenset(state.prior.files),
         prior_runs=frozenset(state.prior.runs),

@@ -5,8 +5,9 @@ concurrently; promotion is serialised under one lock and a day that raced anothe
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 import polars as pl
 
@@ -105,7 +106,11 @@ def _raced(home: DataHome, day: str, result: DayIngest) -> bool:
 
 
 def ingest_partition(
-    home: DataHome, day: str, platforms: Iterable[str], limits: IngestLimits = DEFAULT_LIMITS
+    home: DataHome,
+    day: str,
+    platforms: Iterable[str],
+    limits: IngestLimits = DEFAULT_LIMITS,
+    offer: Callable[[list[Path]], None] | None = None,
 ) -> PartitionOutcome:
     """Ingest a day and write it. Ledger, quarantine and extra fields are always written (they explain);
     runs and samples are promoted only if every blocking check passes, else the last good partition stays.
@@ -115,14 +120,15 @@ def ingest_partition(
     one of this day's files or runs meanwhile (the same delivery in two day folders), the day is read again
     under the lock, so the first delivery wins across days as it does within one. A day whose sample files
     hold more than ``limits.slice_bytes`` (when set) is read in slices, in processes of their own, and merged
-    (``pipelines.lib.ingest.split``): the same day as one pass gives."""
+    (``pipelines.lib.ingest.split``): the same day as one pass gives; ``offer`` also sends its slices to
+    other machines (``read_slices``)."""
     platforms = list(platforms)
     lake_ = lake.store(home)
     with lake_.lock(f"day={day}"):
         # left by a killed writer of this day (we hold its lock, so nobody is still writing them)
         for stale in [*home.staging.glob(f"day={day}.*"), *home.staging.glob(f"split-day={day}.*")]:
             shutil.rmtree(stale, ignore_errors=True)
-        result = _read_day(home, day, platforms, limits)
+        result = _read_day(home, day, platforms, limits, offer)
         with lake_.lock("promote"):
             if _raced(home, day, result):
                 result.discard()
@@ -130,7 +136,13 @@ def ingest_partition(
             return _promote(home, day, result)
 
 
-def _read_day(home: DataHome, day: str, platforms: list[str], limits: IngestLimits) -> DayIngest:
+def _read_day(
+    home: DataHome,
+    day: str,
+    platforms: list[str],
+    limits: IngestLimits,
+    offer: Callable[[list[Path]], None] | None = None,
+) -> DayIngest:
     """The day staged: in one pass, or in slices merged when its sample files are larger than a slice."""
     if not limits.slice_bytes:
         return ingest_day(home, day, platforms, limits=limits)
@@ -138,7 +150,8 @@ def _read_day(home: DataHome, day: str, platforms: list[str], limits: IngestLimi
     if not slices:
         return ingest_day(home, day, platforms, limits=limits)
     try:
-        return merge_day(home, slices[0].root, read_slices(home, slices, limits.slice_processes))
+        parts = read_slices(home, slices, limits.slice_processes, offer)
+        return merge_day(home, slices[0].root, parts)
     except BaseException:
         shutil.rmtree(slices[0].root, ignore_errors=True)
         raise

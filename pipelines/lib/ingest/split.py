@@ -24,13 +24,18 @@ import datetime as dt
 import os
 import pickle
 import shutil
+import socket
 import subprocess
 import sys
 import time
+import traceback
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from filelock import FileLock
+from filelock import Timeout as LockHeld
 
 from pipelines.lib.ingest.day import Day, DayIngest, FileState, day_result, rank, table_of
 from pipelines.lib.ingest.readers.base import FileInfo
@@ -128,8 +133,9 @@ def settle_day(
     ]
 
 
-def ingest_slice(home: DataHome, piece: Slice) -> Path:
-    """Phase 2: read one slice's files against the settled runs; the path of its sealed state."""
+def ingest_slice(home: DataHome, piece: Slice, who: str = "") -> Path:
+    """Phase 2: read one slice's files against the settled runs (``who`` reads it: for the day's
+    record); the path of its sealed state."""
     settled: Day = _load(piece.root / SETTLED)
     staging = piece.root / f"slice-{piece.index}"
     shutil.rmtree(staging, ignore_errors=True)  # a retried slice starts again
@@ -155,68 +161,151 @@ def ingest_slice(home: DataHome, piece: Slice) -> Path:
         state.abort()
         raise
     state.runs = state.windows = None  # the merge has them from the settled state
+    state.slices = [
+        {"slice": piece.key, "files": len(piece.files), "size_bytes": piece.size_bytes, "read_by": who}
+    ]
     out = staging / "slice.pickle"
     _save(state, out)
     return out
 
 
 class SliceFailed(RuntimeError):
-    """A slice's process failed: the day is not written."""
+    """A slice's reading failed: the day is not written."""
 
 
-def read_slices(home: DataHome, slices: list[Slice], processes: int = 0) -> list[Path]:
-    """Phase 2 of every slice, each in a Python process of its own, ``processes`` at a time (0: one per
-    core of this machine); the slices' sealed states, in slice order. The first slice that fails stops
-    the others and raises ``SliceFailed`` naming it, its files and its process's last error lines."""
+def claim_slice(home: DataHome, piece: Slice, who: str) -> bool:
+    """Read ``piece`` unless another process is reading it or has read it; False when it was not this
+    one's to read. The claim is a file lock in the split's folder: the system releases it when its holder
+    dies, so the slice of a killed reader is read again by another. A failure is written beside it (its
+    traceback) for the day's process, then raised."""
+    lock = FileLock(piece.root / f"slice-{piece.index}.lock", timeout=0)
+    try:
+        lock.acquire()
+    except (LockHeld, OSError):  # held, or the day is over and its folder gone
+        return False
+    try:
+        if _done(piece).exists() or _failed(piece).exists():
+            return False
+        try:
+            ingest_slice(home, piece, who)
+        except BaseException:
+            _write_text(_failed(piece), f"on {who}:\n{traceback.format_exc()}")
+            raise
+        return True
+    finally:
+        lock.release()
+
+
+def offered_slice(task: str, who: str) -> str:
+    """A slice offered to other machines (``task``: its task file), read here if it is still to be read;
+    what happened, in words."""
+    try:
+        with open(task, "rb") as fh:
+            home, piece = pickle.load(fh)
+    except FileNotFoundError:
+        return "nothing to do: its day is over"
+    if claim_slice(home, piece, who):
+        return f"read slice {piece.key} of day {piece.day}"
+    return f"nothing to do: slice {piece.key} of day {piece.day} is read elsewhere"
+
+
+def read_slices(
+    home: DataHome,
+    slices: list[Slice],
+    processes: int = 0,
+    offer: Callable[[list[Path]], None] | None = None,
+) -> list[Path]:
+    """Phase 2 of every slice; the slices' sealed states, in slice order. Slices are read here in Python
+    processes of their own, ``processes`` at a time (0: one per core of this machine); with ``offer``,
+    they are also offered to other machines (``offer`` sends their task files), and whichever claims a
+    slice first reads it. A slice whose reader died is read again here. The first slice that fails stops
+    the others and raises ``SliceFailed`` naming it, its files and its last error lines."""
     width = processes or os.cpu_count() or 1
-    todo = list(slices)
+    tasks = []
+    for piece in slices:
+        tasks.append(piece.root / f"slice-{piece.index}.task.pickle")
+        with open(tasks[-1], "wb") as fh:
+            pickle.dump((home, piece), fh, protocol=pickle.HIGHEST_PROTOCOL)
+    if offer is not None:
+        offer(tasks)
+    me = f"{socket.gethostname()}:{os.getpid()}"
+    pending = dict(zip([s.index for s in slices], zip(slices, tasks, strict=True), strict=True))
     running: dict[subprocess.Popen, Slice] = {}
     try:
-        while todo or running:
-            while todo and len(running) < width:
-                piece = todo.pop(0)
-                task = piece.root / f"slice-{piece.index}.task.pickle"
-                with open(task, "wb") as fh:
-                    pickle.dump((home, piece), fh, protocol=pickle.HIGHEST_PROTOCOL)
-                with open(_error_log(piece), "wb") as err:
-                    code = f"from {__name__} import _slice_process; _slice_process({str(task)!r})"
-                    proc = subprocess.Popen(
-                        [sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=err
-                    )
-                running[proc] = piece
+        while pending:
+            mine = set(running.values())
+            for index, (piece, task) in list(pending.items()):
+                if _done(piece).exists():
+                    del pending[index]
+                elif _failed(piece).exists() and piece not in mine:
+                    raise SliceFailed(_failure(piece, _failed(piece).read_text(errors="replace")))
+                elif piece not in mine and len(running) < width and _free(piece):
+                    with open(_error_log(piece), "wb") as err:
+                        code = f"from {__name__} import _slice_process; _slice_process({str(task)!r}, {me!r})"
+                        proc = subprocess.Popen(
+                            [sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=err
+                        )
+                    running[proc] = piece
+                    mine.add(piece)
             time.sleep(0.05)
             for proc in [p for p in running if p.poll() is not None]:
                 piece = running.pop(proc)
-                if proc.returncode != 0:
-                    raise SliceFailed(_failure(piece, proc.returncode))
+                if (rc := proc.returncode) != 0:
+                    how = f"exit code {rc}" if rc > 0 else f"killed by signal {-rc}"
+                    lines = _error_log(piece).read_text(errors="replace").strip().splitlines()
+                    raise SliceFailed(_failure(piece, "\n".join(lines[-SLICE_ERROR_LINES:]), how))
     finally:
         for proc in running:
             proc.kill()
             proc.wait()
-    return [piece.root / f"slice-{piece.index}" / "slice.pickle" for piece in slices]
+    return [_done(piece) for piece in slices]
 
 
-def _slice_process(task: str) -> None:
+def _slice_process(task: str, who: str) -> None:
     with open(task, "rb") as fh:
         home, piece = pickle.load(fh)
-    ingest_slice(home, piece)
+    claim_slice(home, piece, f"{who} (process {os.getpid()})")
+
+
+def _free(piece: Slice) -> bool:
+    """Nobody holds the slice's claim (it may be taken before this process's reader takes it)."""
+    lock = FileLock(piece.root / f"slice-{piece.index}.lock", timeout=0)
+    try:
+        lock.acquire()
+    except LockHeld:
+        return False
+    lock.release()
+    return True
+
+
+def _done(piece: Slice) -> Path:
+    return piece.root / f"slice-{piece.index}" / "slice.pickle"
+
+
+def _failed(piece: Slice) -> Path:
+    return piece.root / f"slice-{piece.index}.failed"
 
 
 def _error_log(piece: Slice) -> Path:
     return piece.root / f"slice-{piece.index}.stderr"
 
 
-def _failure(piece: Slice, returncode: int) -> str:
+def _failure(piece: Slice, detail: str, how: str = "") -> str:
     settled: Day = _load(piece.root / SETTLED)
     names = [settled.files[i].lf.relpath for i in piece.files]
     shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
-    lines = _error_log(piece).read_text(errors="replace").strip().splitlines()[-SLICE_ERROR_LINES:]
-    how = f"exit code {returncode}" if returncode > 0 else f"killed by signal {-returncode}"
-    detail = "\n".join(lines) or "(it wrote no error)"
+    lines = detail.strip().splitlines()[-SLICE_ERROR_LINES:]
     return (
         f"day {piece.day}: slice {piece.key} ({len(names)} files of source {piece.source}: {shown}) "
-        f"failed ({how}); nothing of the day was written. Its last error lines:\n{detail}"
+        f"failed{f' ({how})' if how else ''}; nothing of the day was written. Its last error lines:\n"
+        + ("\n".join(lines) or "(it wrote no error)")
     )
+
+
+def _write_text(path: Path, text: str) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
 
 
 def merge_day(home: DataHome, root: Path, parts: list[Path]) -> DayIngest:
@@ -235,6 +324,7 @@ def merge_day(home: DataHome, root: Path, parts: list[Path]) -> DayIngest:
             f.extra_groups = [g + extras_groups for g in f.extra_groups]
             state.files[position[f.order]] = f
             sliced.append(f)
+        state.slices += piece.slices
         state.dead_samples |= {g + samples_groups for g in piece.dead_samples}
         state.dead_extras |= {g + extras_groups for g in piece.dead_extras}
         state.parts += piece.parts
