@@ -20,13 +20,11 @@ from pathlib import Path
 import dagster as dg
 
 from pipelines.lib.preflight import Unavailable
-from pipelines.lib.settings import scrubbed, shown
+from pipelines.lib.settings import WORKER_BROKER_ENV, scrubbed, shown
 from pipelines.runs import FINISHED, WORKER_TAG, fail_dead_runs, this_worker
 
 QUEUE = "dagster"  # dagster-celery's queue
 SLICE_TASK = "fleet.ingest_slice"
-# Set in a worker's processes: a split day it runs offers its slices to the other workers on this broker.
-WORKER_BROKER_ENV = "FLEET_WORKER_BROKER"
 CELERY_WORKER_TAG = "fleet/celery_worker"  # the worker's Celery name (fleet@host by default)
 POLL_S = 0.5
 

@@ -51,6 +51,10 @@ def check_broker(broker: str) -> str:
     return broker
 
 
+# Set in a `fleet worker`'s processes: the broker, where a split day it runs offers its slices.
+WORKER_BROKER_ENV = "FLEET_WORKER_BROKER"
+
+
 @dataclass(frozen=True)
 class IngestLimits:
     """What one landing file may do to the ingest ($FLEET_<FIELD> in capitals, bytes and counts as

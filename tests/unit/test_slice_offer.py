@@ -3,7 +3,8 @@ is a warning without its password (the day's machine reads the slices itself), n
 
 import logging
 
-from pipelines.workers import WORKER_BROKER_ENV, slice_offer
+from pipelines.lib.settings import WORKER_BROKER_ENV
+from pipelines.workers import slice_offer
 
 
 def test_outside_a_worker_slices_are_not_offered(monkeypatch):

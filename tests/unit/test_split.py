@@ -8,6 +8,7 @@ import dataclasses
 import datetime as dt
 import gzip
 import os
+import pickle
 import shutil
 import socket
 import subprocess
@@ -18,7 +19,7 @@ import time
 import polars as pl
 import pytest
 
-from pipelines.lib.ingest import ingest_day
+from pipelines.lib.ingest import ingest_day, split
 from pipelines.lib.ingest.split import (
     Slice,
     SliceFailed,
@@ -155,14 +156,15 @@ def test_slices_read_in_processes_of_their_own_give_the_same_day(busy_day, hw):
 def test_a_failing_slice_names_itself_its_files_and_its_error(busy_day, hw):
     limits = dataclasses.replace(DEFAULT_LIMITS, slice_bytes=1)
     slices = settle_day(busy_day, DAY, hw.platforms, limits, now=NOW)
-    (slices[2].root / "slice-2").write_text("in the way")  # the slice cannot make its staging folder
+    (slices[2].root / "slice-2.lock").mkdir()  # the slice cannot be claimed
     with pytest.raises(SliceFailed) as err:
         read_slices(busy_day, slices, processes=1)
     text = str(err.value)
     assert f"day {DAY}: slice {slices[2].key} (1 files of source {slices[2].source}: " in text
     assert "failed (exit code 1); nothing of the day was written" in text
-    assert "FileExistsError" in text and "slice-2" in text
-    assert not (slices[3].root / "slice-3").exists()  # the slices after it were not started
+    assert "IsADirectoryError" in text and "slice-2.lock" in text
+    # the slices after it were not started
+    assert not [p for p in slices[3].root.glob("slice-3.*") if p.is_dir()]
 
 
 def test_slices_offered_elsewhere_are_read_once_by_whoever_claims_them(busy_day, hw):
@@ -220,6 +222,75 @@ def test_a_slice_whose_reader_was_killed_is_read_again(busy_day, hw, tmp_path):
     assert merged.samples_rows == ingest_day(busy_day, DAY, hw.platforms, now=NOW).samples_rows
     assert merged.slices[1]["read_by"].startswith(socket.gethostname())
     merged.discard()
+
+
+def test_a_slice_whose_holder_went_silent_is_read_beside_it(busy_day, hw, tmp_path, monkeypatch):
+    monkeypatch.setattr(split, "SILENT_S", 2.0)
+    limits = dataclasses.replace(DEFAULT_LIMITS, slice_bytes=1)
+    slices = settle_day(busy_day, DAY, hw.platforms, limits, now=NOW)
+    held = tmp_path / "held"
+    # another machine's reader claims slice 1, then stops (SIGSTOP, a stalled mount): its lock stays
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import os, signal, pathlib; from filelock import FileLock; "
+            f"lock = FileLock({str(slices[1].root / 'slice-1.lock')!r}); lock.acquire(); "
+            f"pathlib.Path({str(held)!r}).touch(); os.kill(os.getpid(), signal.SIGSTOP)",
+        ]
+    )
+    try:
+        while not held.exists():
+            time.sleep(0.05)
+        started = time.monotonic()
+        merged = merge_day(busy_day, slices[0].root, read_slices(busy_day, slices, processes=2))
+        assert time.monotonic() - started >= 2.0  # it waited for the holder to go silent
+    finally:
+        holder.kill()
+        holder.wait()
+    assert merged.samples_rows == ingest_day(busy_day, DAY, hw.platforms, now=NOW).samples_rows
+    assert merged.slices[1]["read_by"].startswith(socket.gethostname())
+    merged.discard()
+
+
+def test_the_first_reading_to_finish_is_the_slice_and_a_late_one_is_dropped(busy_day, hw):
+    limits = dataclasses.replace(DEFAULT_LIMITS, slice_bytes=1)
+    piece = settle_day(busy_day, DAY, hw.platforms, limits, now=NOW)[0]
+    assert split.read_attempt(busy_day, piece, "first") is True
+    assert split.read_attempt(busy_day, piece, "late") is False
+    attempts = [p for p in piece.root.glob("slice-0.*") if p.is_dir()]
+    assert len(attempts) == 1 and (piece.root / "slice-0.done").read_text().startswith(attempts[0].name)
+    shutil.rmtree(piece.root)
+
+
+def test_another_machine_reads_an_offered_slice_only_as_the_day_would(busy_day, hw, tmp_path):
+    limits = dataclasses.replace(DEFAULT_LIMITS, slice_bytes=1)
+    slices = settle_day(busy_day, DAY, hw.platforms, limits, now=NOW)
+    tasks = []
+    for piece in slices[:3]:
+        tasks.append(piece.root / f"slice-{piece.index}.task.pickle")
+        tasks[-1].write_bytes(pickle.dumps((busy_day, piece)))
+    foreign = tmp_path / "slice-0.task.pickle"
+    foreign.write_bytes(tasks[0].read_bytes())
+    assert offered_slice(str(foreign), "r").startswith("refused: ")
+    # a file of slice 0 changed since the day's machine listed it
+    settled = split._load(slices[0].root / split.SETTLED)
+    changed = settled.files[slices[0].files[0]].lf.path
+    os.utime(changed, ns=(1, 1))
+    assert offered_slice(str(tasks[0]), "r") == (
+        f"declined slice {slices[0].key} of day {DAY}: {settled.files[slices[0].files[0]].lf.relpath} "
+        "differs here or cannot be read"
+    )
+    # another version of the ingest code
+    tasks[1].write_bytes(pickle.dumps((busy_day, dataclasses.replace(slices[1], code="0" * 16))))
+    assert "the ingest code here differs from the day's" in offered_slice(str(tasks[1]), "r")
+    # a failure here is left to the day's machine: no claim kept, nothing written for the day to fail on
+    (slices[2].root / "slice-2.lock").mkdir()
+    said = offered_slice(str(tasks[2]), "r")
+    assert said.startswith(f"failed here, left to the day's machine: slice {slices[2].key}")
+    assert not (slices[2].root / "slice-2.done").exists()
+    assert not [p for p in slices[2].root.glob("slice-2.*") if p.is_dir() and p.name != "slice-2.lock"]
+    shutil.rmtree(slices[0].root)
 
 
 def test_slice_keys_name_their_source(tmp_path):

@@ -1,5 +1,6 @@
-"""A day too big for one pass, read in slices on every core of the machine and merged, with the same
-result as one pass (when ``IngestLimits.slice_bytes`` is set).
+"""A day too big for one pass, read in slices on every core of its machine (and, on a Celery worker, by
+the other workers) and merged, with the same result as one pass (when ``IngestLimits.slice_bytes`` is
+set).
 
 1. ``settle_day``: the day's runs files and Prometheus samples are read, the runs settled (first delivery
    wins, across files and days) and the runs and samples derived from Prometheus staged, once. The
@@ -15,35 +16,44 @@ result as one pass (when ``IngestLimits.slice_bytes`` is set).
 The states travel between processes as pickles in the split's staging folder (under the data home, which
 every process reaching the day reaches); only this product writes and reads them. ``read_slices`` runs
 phase 2 in Python processes of their own, several at a time, so a large day uses every core of the
-machine that runs it.
+machine that runs it; ``claim_slice`` and ``offered_slice`` let other machines take part.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import functools
 import os
 import pickle
+import re
 import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
-import traceback
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+import blake3
 from filelock import FileLock
 from filelock import Timeout as LockHeld
 
 from pipelines.lib.ingest.day import Day, DayIngest, FileState, day_result, rank, table_of
 from pipelines.lib.ingest.readers.base import FileInfo
 from pipelines.lib.landing import LandingFile, day_files
-from pipelines.lib.paths import DataHome
-from pipelines.lib.settings import DEFAULT_LIMITS, IngestLimits
+from pipelines.lib.paths import SCHEMAS_DIR, DataHome
+from pipelines.lib.settings import DEFAULT_LIMITS, WORKER_BROKER_ENV, IngestLimits
 
 SETTLED = "settled.pickle"
+POLL_S = 0.05
+HEARTBEAT_S = 5.0
+SILENT_S = 60.0  # a slice whose holder showed no life this long is read again by the day's machine
+_TASK = re.compile(r"slice-\d+\.task\.pickle")
+_SPLIT = re.compile(r"split-day=\d{4}-\d{2}-\d{2}\.[0-9a-f]{12}")
 SLICE_ERROR_LINES = 20  # of a failed slice's process, in its error
 STALE_SPLIT_S = 24 * 3600  # a split's staging folder untouched this long was left by a killed run
 
@@ -58,6 +68,7 @@ class Slice:
     files: tuple[int, ...]  # positions in the day's landing files (delivery order)
     source: str
     size_bytes: int
+    code: str = ""  # the ingest code that planned it (``code_stamp``)
 
     @property
     def key(self) -> str:
@@ -128,16 +139,25 @@ def settle_day(
         shutil.rmtree(root, ignore_errors=True)
         raise
     return [
-        Slice(day, root, k, tuple(idx), files[idx[0]].source, sum(files[i].signature[1] for i in idx))
+        Slice(
+            day,
+            root,
+            k,
+            tuple(idx),
+            files[idx[0]].source,
+            sum(files[i].signature[1] for i in idx),
+            code_stamp(),
+        )
         for k, idx in enumerate(planned)
     ]
 
 
-def ingest_slice(home: DataHome, piece: Slice, who: str = "") -> Path:
-    """Phase 2: read one slice's files against the settled runs (``who`` reads it: for the day's
-    record); the path of its sealed state."""
+def ingest_slice(home: DataHome, piece: Slice, who: str = "", folder: str | None = None) -> Path:
+    """Phase 2: read one slice's files against the settled runs, in ``folder`` of the split's folder
+    (``slice-<index>`` by default; ``who`` reads it: for the day's record); the path of its sealed
+    state."""
     settled: Day = _load(piece.root / SETTLED)
-    staging = piece.root / f"slice-{piece.index}"
+    staging = piece.root / (folder or f"slice-{piece.index}")
     shutil.rmtree(staging, ignore_errors=True)  # a retried slice starts again
     staging.mkdir()
     state = Day(
@@ -170,42 +190,74 @@ def ingest_slice(home: DataHome, piece: Slice, who: str = "") -> Path:
 
 
 class SliceFailed(RuntimeError):
-    """A slice's reading failed: the day is not written."""
+    """A slice's reading failed on the day's machine: the day is not written."""
 
 
 def claim_slice(home: DataHome, piece: Slice, who: str) -> bool:
-    """Read ``piece`` unless another process is reading it or has read it; False when it was not this
-    one's to read. The claim is a file lock in the split's folder: the system releases it when its holder
-    dies, so the slice of a killed reader is read again by another. A failure is written beside it (its
-    traceback) for the day's process, then raised."""
+    """Read ``piece`` unless another process holds it or it is read; False when it was not this one's to
+    read. The claim is a file lock in the split's folder (the system releases it when its holder dies);
+    while reading, the holder touches the slice's heartbeat file, so the day's machine can read a slice
+    again whose holder went silent. Each reading has a folder of its own; the first to finish wins."""
     lock = FileLock(piece.root / f"slice-{piece.index}.lock", timeout=0)
     try:
         lock.acquire()
-    except (LockHeld, OSError):  # held, or the day is over and its folder gone
+    except LockHeld:
         return False
     try:
-        if _done(piece).exists() or _failed(piece).exists():
+        if _done_marker(piece).exists():
             return False
-        try:
-            ingest_slice(home, piece, who)
-        except BaseException:
-            _write_text(_failed(piece), f"on {who}:\n{traceback.format_exc()}")
-            raise
+        with _Heartbeat(piece.root / f"slice-{piece.index}.alive"):
+            read_attempt(home, piece, who)
         return True
     finally:
         lock.release()
 
 
-def offered_slice(task: str, who: str) -> str:
-    """A slice offered to other machines (``task``: its task file), read here if it is still to be read;
-    what happened, in words."""
+def read_attempt(home: DataHome, piece: Slice, who: str) -> bool:
+    """One reading of ``piece`` in a folder of its own; True if it was the first to finish (its result is
+    the slice's), False if another had (its folder is removed)."""
+    folder = f"slice-{piece.index}.{uuid.uuid4().hex[:8]}"
     try:
-        with open(task, "rb") as fh:
+        out = ingest_slice(home, piece, who, folder)
+    except BaseException:
+        shutil.rmtree(piece.root / folder, ignore_errors=True)
+        raise
+    tmp = piece.root / f"{folder}.done"
+    tmp.write_text(str(out.relative_to(piece.root)))
+    try:
+        os.link(tmp, _done_marker(piece))  # atomic, and fails if another reading finished first
+        return True
+    except FileExistsError:
+        shutil.rmtree(piece.root / folder, ignore_errors=True)
+        return False
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def offered_slice(task: str, who: str) -> str:
+    """A slice another machine offered (``task``: its task file), read here if it is still to be read
+    and this machine sees its files as the day's machine saw them and runs the same ingest code; what
+    happened, in words. A failure here is left to the day's machine, which reads the slice itself."""
+    path = Path(task)
+    if not (_TASK.fullmatch(path.name) and _SPLIT.fullmatch(path.parent.name)):
+        return f"refused: {task} is not a slice's task file"
+    try:
+        st = path.stat()
+        if st.st_uid != os.getuid() or st.st_mode & 0o022:
+            return f"refused: {task} is not this user's, or others may write it"
+        with open(path, "rb") as fh:
             home, piece = pickle.load(fh)
     except FileNotFoundError:
         return "nothing to do: its day is over"
-    if claim_slice(home, piece, who):
-        return f"read slice {piece.key} of day {piece.day}"
+    if piece.code != code_stamp():
+        return f"declined slice {piece.key} of day {piece.day}: the ingest code here differs from the day's"
+    if differing := _files_differ(piece):
+        return f"declined slice {piece.key} of day {piece.day}: {differing} differs here or cannot be read"
+    try:
+        if claim_slice(home, piece, who):
+            return f"read slice {piece.key} of day {piece.day}"
+    except Exception as err:  # the day's machine reads it instead
+        return f"failed here, left to the day's machine: slice {piece.key} of day {piece.day}: {err!r}"[:500]
     return f"nothing to do: slice {piece.key} of day {piece.day} is read elsewhere"
 
 
@@ -218,8 +270,9 @@ def read_slices(
     """Phase 2 of every slice; the slices' sealed states, in slice order. Slices are read here in Python
     processes of their own, ``processes`` at a time (0: one per core of this machine); with ``offer``,
     they are also offered to other machines (``offer`` sends their task files), and whichever claims a
-    slice first reads it. A slice whose reader died is read again here. The first slice that fails stops
-    the others and raises ``SliceFailed`` naming it, its files and its last error lines."""
+    slice first reads it. A slice whose holder died, or went silent for ``SILENT_S``, is read again here.
+    The first slice that fails here stops the others and raises ``SliceFailed`` naming it, its files and
+    its last error lines."""
     width = processes or os.cpu_count() or 1
     tasks = []
     for piece in slices:
@@ -229,25 +282,38 @@ def read_slices(
     if offer is not None:
         offer(tasks)
     me = f"{socket.gethostname()}:{os.getpid()}"
+    env = {k: v for k, v in os.environ.items() if k != WORKER_BROKER_ENV}  # slices need no broker
     pending = dict(zip([s.index for s in slices], zip(slices, tasks, strict=True), strict=True))
     running: dict[subprocess.Popen, Slice] = {}
+    held_since: dict[int, float] = {}
+    rescued: set[int] = set()
     try:
         while pending:
             mine = set(running.values())
             for index, (piece, task) in list(pending.items()):
-                if _done(piece).exists():
+                if _done_marker(piece).exists():
                     del pending[index]
-                elif _failed(piece).exists() and piece not in mine:
-                    raise SliceFailed(_failure(piece, _failed(piece).read_text(errors="replace")))
-                elif piece not in mine and len(running) < width and _free(piece):
-                    with open(_error_log(piece), "wb") as err:
-                        code = f"from {__name__} import _slice_process; _slice_process({str(task)!r}, {me!r})"
-                        proc = subprocess.Popen(
-                            [sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=err
-                        )
-                    running[proc] = piece
-                    mine.add(piece)
-            time.sleep(0.05)
+                    continue
+                if piece in mine or len(running) >= width:
+                    continue
+                rescue = False
+                if not _free(piece):
+                    held_since.setdefault(index, time.monotonic())
+                    if index in rescued or not _silent(piece, held_since[index]):
+                        continue
+                    rescue = True
+                    rescued.add(index)
+                with open(_error_log(piece), "ab") as err:
+                    code = (
+                        f"from {__name__} import _slice_process; "
+                        f"_slice_process({str(task)!r}, {me!r}, {rescue!r})"
+                    )
+                    proc = subprocess.Popen(
+                        [sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=err, env=env
+                    )
+                running[proc] = piece
+                mine.add(piece)
+            time.sleep(POLL_S)
             for proc in [p for p in running if p.poll() is not None]:
                 piece = running.pop(proc)
                 if (rc := proc.returncode) != 0:
@@ -258,54 +324,113 @@ def read_slices(
         for proc in running:
             proc.kill()
             proc.wait()
-    return [_done(piece) for piece in slices]
+    return [piece.root / _done_marker(piece).read_text() for piece in slices]
 
 
-def _slice_process(task: str, who: str) -> None:
+def _slice_process(task: str, who: str, rescue: bool) -> None:
+    threading.Thread(target=_die_with, args=(os.getppid(),), daemon=True).start()
     with open(task, "rb") as fh:
         home, piece = pickle.load(fh)
-    claim_slice(home, piece, f"{who} (process {os.getpid()})")
+    who = f"{who} (process {os.getpid()})"
+    if rescue:  # its holder went silent: read it beside it, without its claim
+        read_attempt(home, piece, who)
+    else:
+        claim_slice(home, piece, who)
+
+
+def _die_with(parent: int) -> None:
+    """A slice's process ends when the day's process is gone (killed, say): nobody would read its result."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(1)
+
+
+class _Heartbeat:
+    """Touches ``path`` every HEARTBEAT_S while the block runs."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._beat, daemon=True)
+
+    def __enter__(self) -> None:
+        self.path.touch()
+        self.thread.start()
+
+    def _beat(self) -> None:
+        while not self.stop.wait(HEARTBEAT_S):
+            with contextlib.suppress(OSError):
+                os.utime(self.path)
+
+    def __exit__(self, *_exc) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+def _silent(piece: Slice, held_since: float) -> bool:
+    """The slice's holder showed no life for SILENT_S (its heartbeat, or since its claim was first seen)."""
+    try:
+        quiet = time.time() - (piece.root / f"slice-{piece.index}.alive").stat().st_mtime
+    except FileNotFoundError:
+        quiet = time.monotonic() - held_since
+    return quiet > SILENT_S
 
 
 def _free(piece: Slice) -> bool:
-    """Nobody holds the slice's claim (it may be taken before this process's reader takes it)."""
+    """Nobody holds the slice's claim (it may be taken before this machine's reader takes it). A claim
+    that cannot be made at all counts as free: the reader started for it says why."""
     lock = FileLock(piece.root / f"slice-{piece.index}.lock", timeout=0)
     try:
         lock.acquire()
     except LockHeld:
         return False
+    except OSError:
+        return True
     lock.release()
     return True
 
 
-def _done(piece: Slice) -> Path:
-    return piece.root / f"slice-{piece.index}" / "slice.pickle"
+def _files_differ(piece: Slice) -> str | None:
+    """The first of the slice's files that this machine sees otherwise than the day's machine did."""
+    settled: Day = _load(piece.root / SETTLED)
+    for i in piece.files:
+        lf = settled.files[i].lf
+        try:
+            st = lf.path.stat()
+        except OSError:
+            return lf.relpath
+        if (st.st_mtime_ns, st.st_size) != lf.signature or not os.access(lf.path, os.R_OK):
+            return lf.relpath
+    return None
 
 
-def _failed(piece: Slice) -> Path:
-    return piece.root / f"slice-{piece.index}.failed"
+@functools.cache
+def code_stamp() -> str:
+    """The ingest code and the contracts this process runs (a slice is read only by the same)."""
+    h = blake3.blake3()
+    for path in sorted([*Path(__file__).parent.rglob("*.py"), *SCHEMAS_DIR.glob("*.yaml")]):
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _done_marker(piece: Slice) -> Path:
+    return piece.root / f"slice-{piece.index}.done"
 
 
 def _error_log(piece: Slice) -> Path:
     return piece.root / f"slice-{piece.index}.stderr"
 
 
-def _failure(piece: Slice, detail: str, how: str = "") -> str:
+def _failure(piece: Slice, detail: str, how: str) -> str:
     settled: Day = _load(piece.root / SETTLED)
     names = [settled.files[i].lf.relpath for i in piece.files]
     shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
     lines = detail.strip().splitlines()[-SLICE_ERROR_LINES:]
     return (
         f"day {piece.day}: slice {piece.key} ({len(names)} files of source {piece.source}: {shown}) "
-        f"failed{f' ({how})' if how else ''}; nothing of the day was written. Its last error lines:\n"
+        f"failed ({how}); nothing of the day was written. Its last error lines:\n"
         + ("\n".join(lines) or "(it wrote no error)")
     )
-
-
-def _write_text(path: Path, text: str) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
 def merge_day(home: DataHome, root: Path, parts: list[Path]) -> DayIngest:
