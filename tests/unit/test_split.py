@@ -192,23 +192,30 @@ def test_slices_offered_elsewhere_are_read_once_by_whoever_claims_them(busy_day,
     assert late == "nothing to do: its day is over"
 
 
-def test_a_slice_whose_reader_was_killed_is_read_again(busy_day, hw, tmp_path):
-    limits = dataclasses.replace(DEFAULT_LIMITS, slice_bytes=1)
-    slices = settle_day(busy_day, DAY, hw.platforms, limits, now=NOW)
+def _holder(piece: Slice, tmp_path, then: str) -> subprocess.Popen:
+    """A process on "another machine" that holds ``piece``'s claim, then runs ``then``; returned once it
+    holds it."""
     held = tmp_path / "held"
-    # another machine's reader claims slice 1 and hangs until it is killed
     holder = subprocess.Popen(
         [
             sys.executable,
             "-c",
-            "import sys, time, pathlib; from filelock import FileLock; "
-            f"lock = FileLock({str(slices[1].root / 'slice-1.lock')!r}); lock.acquire(); "
-            f"pathlib.Path({str(held)!r}).touch(); time.sleep(600)",
+            "import os, signal, time, pathlib; from filelock import FileLock; "
+            f"lock = FileLock({str(piece.root / f'slice-{piece.index}.lock')!r}); lock.acquire(); "
+            f"pathlib.Path({str(held)!r}).touch(); {then}",
         ]
     )
     while not held.exists():
         assert holder.poll() is None
         time.sleep(0.05)
+    return holder
+
+
+def test_a_slice_whose_reader_was_killed_is_read_again(busy_day, hw, tmp_path):
+    limits = dataclasses.replace(DEFAULT_LIMITS, slice_bytes=1)
+    slices = settle_day(busy_day, DAY, hw.platforms, limits, now=NOW)
+    # another machine's reader claims slice 1 and hangs until it is killed
+    holder = _holder(slices[1], tmp_path, "time.sleep(600)")
     killer = threading.Timer(3.0, holder.kill)
     killer.start()
     try:
@@ -228,20 +235,9 @@ def test_a_slice_whose_holder_went_silent_is_read_beside_it(busy_day, hw, tmp_pa
     monkeypatch.setattr(split, "SILENT_S", 2.0)
     limits = dataclasses.replace(DEFAULT_LIMITS, slice_bytes=1)
     slices = settle_day(busy_day, DAY, hw.platforms, limits, now=NOW)
-    held = tmp_path / "held"
     # another machine's reader claims slice 1, then stops (SIGSTOP, a stalled mount): its lock stays
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import os, signal, pathlib; from filelock import FileLock; "
-            f"lock = FileLock({str(slices[1].root / 'slice-1.lock')!r}); lock.acquire(); "
-            f"pathlib.Path({str(held)!r}).touch(); os.kill(os.getpid(), signal.SIGSTOP)",
-        ]
-    )
+    holder = _holder(slices[1], tmp_path, "os.kill(os.getpid(), signal.SIGSTOP)")
     try:
-        while not held.exists():
-            time.sleep(0.05)
         started = time.monotonic()
         merged = merge_day(busy_day, slices[0].root, read_slices(busy_day, slices, processes=2))
         assert time.monotonic() - started >= 2.0  # it waited for the holder to go silent
