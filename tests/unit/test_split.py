@@ -291,3 +291,38 @@ def test_another_machine_reads_an_offered_slice_only_as_the_day_would(busy_day, 
 
 def test_slice_keys_name_their_source(tmp_path):
     assert Slice(DAY, tmp_path, 7, (1, 2), "team a/b", 10).key == "s007_team_a_b"
+
+
+@pytest.mark.slow
+def test_a_large_hostile_day_read_in_slices_equals_one_pass(home, hw, models):
+    """Hundreds of thousands of samples in 8 files of one source: a bad line 5 lines from the end of the
+    7th file (the fast tiers' late-failure case), the last 1,000 samples of the 3rd file delivered again
+    at the end of the 8th (keys repeated across slices), read in 8 slices by 2 processes."""
+    write_day(sample_day(DAY, 240, 57, hw, models), home.landing, source="fleet", fmt="jsonl")
+    folder = home.landing / "fleet" / DAY
+    whole_file = folder / "utilisation_samples.jsonl"
+    lines = whole_file.read_bytes().splitlines(keepends=True)
+    whole_file.unlink()
+    cut = [len(lines) * k // 8 for k in range(9)]
+    files = [lines[cut[k] : cut[k + 1]] for k in range(8)]
+    files[6].insert(len(files[6]) - 5, b'{"run_id": "r", "server_id": "s"}\n')
+    files[7] += files[2][-1000:]
+    t0 = 1_700_000_000
+    for k, chunk in enumerate(files):
+        path = folder / f"utilisation_samples-{k + 1}.jsonl"
+        path.write_bytes(b"".join(chunk))
+        os.utime(path, (t0 + k, t0 + k))
+    whole = ingest_day(home, DAY, hw.platforms, now=NOW)
+    want = _frames(whole)
+    whole.discard()
+    limits = dataclasses.replace(DEFAULT_LIMITS, slice_bytes=1)
+    slices = settle_day(home, DAY, hw.platforms, limits, now=NOW)
+    assert len(slices) == 8
+    merged = merge_day(home, slices[0].root, read_slices(home, slices, processes=2))
+    got = _frames(merged)
+    assert merged.samples_rows == whole.samples_rows > 500_000
+    merged.discard()
+    for name in want:
+        assert got[name].equals(want[name]), name
+    reasons = want["quarantine"]["reason_code"].value_counts().sort("reason_code")
+    assert dict(reasons.iter_rows()) == {"duplicate_key": 1000, "missing_required": 1}
