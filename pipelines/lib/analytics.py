@@ -107,23 +107,57 @@ def window_s() -> int:
     return int(contract("server_windows").parameters["window_s"])
 
 
+def day_parts(samples: Relation) -> list[Relation]:
+    """The parts a day's partial aggregates are computed over: each Parquet file of the day's samples (a
+    split day publishes one per slice), or the whole relation. Each part's aggregates are small and merge,
+    so what one query holds is bounded by a part, not by the day."""
+    if isinstance(samples, LakeFiles) and len(samples.uris) > 1:
+        return [LakeFiles((uri,), samples.remote) for uri in samples.uris]
+    return [samples]
+
+
+def _partials(samples: Relation, name: str, params: dict, **relations: Relation) -> pl.DataFrame:
+    """``name``'s aggregates of every part of ``samples``, one after the other, stacked."""
+    frames = []
+    for part in day_parts(with_resource_columns(samples)):
+        with connection(samples=part, **relations) as con:
+            frames.append(_query(con, name, params))
+    return pl.concat(frames, how="vertical_relaxed")
+
+
 def server_windows(samples: Relation, day: str) -> pl.DataFrame:
-    """Per run x server x hour window of one day: samples and mean utilisation of each resource."""
-    with connection(samples=with_resource_columns(samples)) as con:
+    """Per run x server x hour window of one day: samples and mean utilisation of each resource, from the
+    parts' sums and counts."""
+    parts = _partials(samples, "transforms/server_windows_part.sql", {"window_s": window_s()})
+    with connection(server_windows_parts=parts) as con:
         out = _query(con, "transforms/server_windows.sql", {"day": day, "window_s": window_s()})
     return contract("server_windows").conform(out)
 
 
 def run_role_stats(runs: pl.DataFrame, samples: Relation, day: str, windows: Relation) -> pl.DataFrame:
-    """Per run x role x resource statistics of one day; servers counted from the day's ``windows``."""
-    with connection(runs=runs, samples=with_resource_columns(samples), server_windows=windows) as con:
+    """Per run x role x resource statistics of one day; servers counted from the day's ``windows``. Counts,
+    sums and maxima merge across the day's parts; p50 and p95 are exact: a part's own where the group lies
+    in one part, else taken again over every sample of the groups that span parts."""
+    parts = _partials(samples, "transforms/run_role_stats_part.sql", {})
+    keys = ["run_id", "role", "resource"]
+    spanning = parts.group_by(keys).len().filter(pl.col("len") > 1).select(keys)
+    if spanning.is_empty():
+        quantiles = parts.clear().select(*keys, "q")
+    else:
+        with connection(samples=with_resource_columns(samples), spanning=spanning) as con:
+            quantiles = _query(con, "transforms/run_role_quantiles.sql")
+    with connection(
+        runs=runs, run_role_stats_parts=parts, spanning_quantiles=quantiles, server_windows=windows
+    ) as con:
         out = _query(con, "transforms/run_role_stats.sql", {"day": day})
     return contract("run_role_stats").conform(out)
 
 
 def util_distribution(runs: pl.DataFrame, samples: Relation, stats: pl.DataFrame, day: str) -> pl.DataFrame:
-    """One day's fixed-bin histograms of per-sample and per-run-mean utilisation."""
-    with connection(runs=runs, samples=with_resource_columns(samples), run_role_stats=stats) as con:
+    """One day's fixed-bin histograms of per-sample (the parts' counts, added) and per-run-mean
+    utilisation."""
+    parts = _partials(samples, "transforms/util_distribution_part.sql", {"n_bins": n_bins()}, runs=runs)
+    with connection(util_distribution_parts=parts, run_role_stats=stats) as con:
         out = _query(con, "transforms/util_distribution.sql", {"day": day, "n_bins": n_bins()})
     return contract("util_distribution").conform(out)
 

@@ -1,22 +1,24 @@
--- Per run x role x resource: servers, samples, mean / p50 / p95 / max utilisation of one day.
--- Reads the registered relations `samples`, `server_windows` and `runs`. The samples are aggregated first and
--- the run's system joined to the (few) aggregated rows; a resource's servers are those with at least one value
--- of it, counted from server_windows (the day's scan per server) rather than by a distinct count over every
--- sample; resource names lose their `_util` suffix after aggregation. The resource lists come from the contract
--- (expanded by pipelines/lib/sqlfiles.py).
-WITH long AS (
-    UNPIVOT (SELECT run_id, role, <<resources: {col}>> FROM samples)
-    ON <<resources: {col}>>
-    INTO NAME resource VALUE util
+-- Per run x role x resource: servers, samples, mean / p50 / p95 / max utilisation of one day, merged from the
+-- parts in the registered relation `run_role_stats_parts` (run_role_stats_part.sql): counts and sums add, maxima
+-- take the largest; p50 and p95 are the part's own where one part holds the group, else the exact ones in
+-- `spanning_quantiles` (run_role_quantiles.sql). A resource's servers are those with at least one value of
+-- it, counted from `server_windows` (the day's scan per server) rather than by a distinct count over every
+-- sample; the run's system comes from `runs`. Resource names lose their `_util` suffix here.
+WITH merged AS (
+    SELECT run_id, role, resource,
+           sum(n_samples)                  AS n_samples,
+           sum(sum_util) / sum(n_samples)  AS mean_util,
+           max(max_util)                   AS max_util,
+           count(*)                        AS n_parts,
+           any_value(q)                    AS q
+    FROM run_role_stats_parts
+    GROUP BY run_id, role, resource
 ),
 stats AS (
-    SELECT run_id, role, resource,
-           count(*)                                   AS n_samples,
-           avg(util)                                  AS mean_util,
-           quantile_cont(util, [0.5, 0.95])           AS q,
-           max(util)                                  AS max_util
-    FROM long
-    GROUP BY run_id, role, resource
+    SELECT m.run_id, m.role, m.resource, m.n_samples, m.mean_util, m.max_util,
+           CASE WHEN m.n_parts = 1 THEN m.q ELSE x.q END AS q
+    FROM merged AS m
+    LEFT JOIN spanning_quantiles AS x USING (run_id, role, resource)
 ),
 per_server AS (
     SELECT run_id, role, server_id,
