@@ -32,6 +32,11 @@ Cases (each: product seconds, anchor seconds, ratio = product / anchor, peak RSS
   read in K slices (processes of their own, as many at once as the machine has cores) and merged vs the
   same files read in one pass (no target: what splitting gains on this machine; also the merge's seconds
   against K).
+- ``partials-K`` (and ``partials-K-by-time``): the day's sample-scanning analyses (server windows, per-run
+  statistics, histograms) over the day published in K files (a split day's slices), each file aggregated
+  alone and the parts merged, vs the same day published in one file (no target: what the parts cost or
+  save, and each side's peak RSS). ``-by-time``: the day delivered in time order, so every run lies in
+  every part and its p50 and p95 are taken again over all of its samples.
 - ``memory``: peak RSS of `fleet ingest` for a day of 3x ``--samples`` in every format (target < 1.5 GB).
 - ``prometheus``: `fleet ingest` of a Prometheus export of about ``--samples`` exposition samples (the
   synthetic fleet as node_exporter, dcgm-exporter, kube-state-metrics and pcm-sensor-server expose it, in
@@ -807,10 +812,11 @@ def side_merge(args: dict) -> dict:
         return {"seconds": merge.end_time - merge.start_time}
 
 
-def split_day(data: Path, samples: int, k: int) -> Path:
+def split_day(data: Path, samples: int, k: int, by_time: bool = False) -> Path:
     """The parquet landing day of ``samples`` samples with its samples file cut into ``k`` files of
-    consecutive rows (a source delivering its day in parts; cached)."""
-    out = data / f"split-{samples}-{k}"
+    consecutive rows (a source delivering its day in parts; cached): as generated (run after run), or
+    ``by_time`` (sorted by timestamp first, as hourly deliveries would be: every run in every file)."""
+    out = data / (f"split-{samples}-{k}" + ("-by-time" if by_time else ""))
     if not (out / ".complete").exists():
         import pyarrow.parquet as pq
 
@@ -819,6 +825,8 @@ def split_day(data: Path, samples: int, k: int) -> Path:
         shutil.copytree(tree, out, ignore=shutil.ignore_patterns(".complete", "utilisation_samples*"))
         src = samples_file(tree, "parquet")
         table = pq.read_table(src)
+        if by_time:
+            table = table.sort_by("ts")
         step = math.ceil(table.num_rows / k)
         for i in range(k):
             pq.write_table(
@@ -865,7 +873,51 @@ def side_split(args: dict) -> dict:
     return {"seconds": seconds, "rows": out.result.samples_rows, **phases}
 
 
-SIDES.update({f.__name__: f for f in (side_night_workers, side_merge, side_split)})
+def side_lake_in_parts(args: dict) -> dict:
+    """A data home whose day's samples are published in ``slices`` files (read in that many slices), or
+    in one (``slices`` 0: one pass); kept under ``args["tmp"]`` for side_day_partials (its path: ``home``)."""
+    from pipelines.lib.ingest.day import ingest_day
+    from pipelines.lib.ingest.promote import _promote
+    from pipelines.lib.ingest.split import merge_day, read_slices, settle_day
+    from pipelines.lib.paths import DataHome
+    from pipelines.lib.settings import DEFAULT_LIMITS
+    from synthetic_fleet.catalog import load_hardware
+
+    platforms = list(load_hardware().platforms)
+    home = DataHome.resolve(fresh_home(Path(args["tmp"]), [Path(args["tree"])]))
+    if args["slices"]:
+        size = sum(p.stat().st_size for p in Path(args["tree"]).rglob("utilisation_samples-*.parquet"))
+        limits = dataclasses.replace(DEFAULT_LIMITS, slice_bytes=math.ceil(size / args["slices"]))
+        slices = settle_day(home, args["day"], platforms, limits)
+        result = merge_day(home, slices[0].root, read_slices(home, slices))
+    else:
+        result = ingest_day(home, args["day"], platforms)
+    assert _promote(home, args["day"], result).promoted
+    return {"seconds": 0.0, "home": str(home.root)}
+
+
+def side_day_partials(args: dict) -> dict:
+    """The day's three sample-scanning analyses (server windows, per-run statistics, histograms) over
+    the day's published files, each file a part (how many: ``parts``)."""
+    from pipelines.lib import analytics, lake
+    from pipelines.lib.paths import DataHome
+
+    home = DataHome.resolve(args["home"])
+    runs = lake.read_partition(home, "runs", args["day"])
+    samples = analytics.partition_relation(home, "utilisation_samples", args["day"])
+    start = time.perf_counter()
+    windows = analytics.server_windows(samples, args["day"])
+    stats = analytics.run_role_stats(runs, samples, args["day"], windows)
+    analytics.util_distribution(runs, samples, stats, args["day"])
+    return {"seconds": time.perf_counter() - start, "parts": len(analytics.day_parts(samples))}
+
+
+SIDES.update(
+    {
+        f.__name__: f
+        for f in (side_night_workers, side_merge, side_split, side_lake_in_parts, side_day_partials)
+    }
+)
 
 
 def split_cases(data: Path, tmp: Path, n: int, r: int) -> list[dict]:
@@ -895,6 +947,42 @@ def split_cases(data: Path, tmp: Path, n: int, r: int) -> list[dict]:
         }
         row["ratio"] = row["product_s"] / row["anchor_s"]
         rows.append(row)
+    return rows
+
+
+def partials_cases(data: Path, tmp: Path, n: int, r: int) -> list[dict]:
+    """The day's analyses over its samples published in K files (a split day's slices: K parts, each
+    aggregated alone, then merged) vs the same day published in one file, for K = 2, 4, 8, with the day
+    delivered run after run and by time (every run in every part: p50 and p95 taken again)."""
+    rows = []
+    for by_time in (False, True):
+        for k in (2, 4, 8):
+            tree = split_day(data, n, k, by_time)
+            homes = {}
+            for slices in (k, 0):
+                where = tmp / f"partials-{k}-{slices}"
+                shutil.rmtree(where, ignore_errors=True)
+                made = measure("side_lake_in_parts", tree=str(tree), day=DAY, tmp=str(where), slices=slices)
+                homes[slices] = made["home"]
+            ours = [measure("side_day_partials", home=homes[k], day=DAY) for _ in range(r)]
+            base = [measure("side_day_partials", home=homes[0], day=DAY) for _ in range(r)]
+            for slices in (k, 0):
+                shutil.rmtree(tmp / f"partials-{k}-{slices}", ignore_errors=True)
+            assert ours[0]["parts"] == k and base[0]["parts"] == 1, (ours[0]["parts"], base[0]["parts"])
+            order = "by time" if by_time else "run after run"
+            row = {
+                "case": f"partials-{k}" + ("-by-time" if by_time else ""),
+                "product_s": statistics.median(x["seconds"] for x in ours),
+                "product_rss_mb": max(x["peak_rss_mb"] for x in ours),
+                "anchor_s": statistics.median(x["seconds"] for x in base),
+                "anchor_rss_mb": max(x["peak_rss_mb"] for x in base),
+                "repeats": r,
+                "target": None,
+                "ok": True,
+                "note": f"{n:,} samples delivered {order}: the analyses over {k} parts merged vs one file",
+            }
+            row["ratio"] = row["product_s"] / row["anchor_s"]
+            rows.append(row)
     return rows
 
 
@@ -956,7 +1044,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3, help="interleaved repeats per case (medians)")
     ap.add_argument(
         "--cases",
-        default="synth,ingest,analytics,night,waste,s3,backfill,fixed,workers,split,memory,prometheus",
+        default="synth,ingest,analytics,night,waste,s3,backfill,fixed,workers,split,partials,memory,prometheus",
         help="comma-separated, any of the default's cases",
     )
     ap.add_argument("--home", default=None, help="data home (default: $FLEET_HOME or ./data)")
@@ -996,6 +1084,7 @@ def main() -> int:
         "workers": lambda: workers_cases(data, tmp, n, r),
         "prometheus": lambda: [prometheus_case(data, tmp, n, r)],
         "split": lambda: split_cases(data, tmp, n, r),
+        "partials": lambda: partials_cases(data, tmp, n, r),
     }
     for name, run in runners.items():
         if name in cases:
