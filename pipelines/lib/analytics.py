@@ -15,6 +15,7 @@ import polars as pl
 from pipelines.lib import lake
 from pipelines.lib.contracts import contract, resources
 from pipelines.lib.lake.s3 import fsspec_fs
+from pipelines.lib.partials import PartialCache, part_id, partial_digest, runs_digest
 from pipelines.lib.paths import DataHome
 from pipelines.lib.sqlfiles import sql_text
 from synthetic_fleet.catalog import HardwareCatalog
@@ -116,29 +117,96 @@ def day_parts(samples: Relation) -> list[Relation]:
     return [samples]
 
 
-def _partials(samples: Relation, name: str, params: dict, **relations: Relation) -> pl.DataFrame:
-    """``name``'s aggregates of every part of ``samples``, one after the other, stacked."""
+PARTS = {  # each analysis's per-part aggregate
+    "server_windows": "transforms/server_windows_part.sql",
+    "run_role_stats": "transforms/run_role_stats_part.sql",
+    "util_distribution": "transforms/util_distribution_part.sql",
+}
+
+
+def _part_params(name: str) -> dict:
+    if name == "server_windows":
+        return {"window_s": window_s()}
+    return {"n_bins": n_bins()} if name == "util_distribution" else {}
+
+
+def _digest(name: str, runs: pl.DataFrame | None) -> str:
+    joined = None if runs is None else runs_digest(runs)
+    return partial_digest(sql_text(PARTS[name]), _part_params(name), joined)
+
+
+def _part(name: str, part: Relation, runs: pl.DataFrame | None) -> pl.DataFrame:
+    with connection(samples=part, **({} if runs is None else {"runs": runs})) as con:
+        return _query(con, PARTS[name], _part_params(name))
+
+
+def _partials(
+    samples: Relation, name: str, runs: pl.DataFrame | None = None, cache: PartialCache | None = None
+) -> pl.DataFrame:
+    """``name``'s aggregates of every part of ``samples``, stacked: from ``cache`` where a slice left
+    them (a part of a local lake, known by the id in its metadata), else computed, one part after the
+    other."""
     frames = []
+    digest = None
     for part in day_parts(with_resource_columns(samples)):
-        with connection(samples=part, **relations) as con:
-            frames.append(_query(con, name, params))
+        pid = part_id(part.uris[0]) if cache and isinstance(part, LakeFiles) and not part.remote else None
+        if pid is not None:
+            digest = digest or _digest(name, runs)
+            kept = cache.get(pid, name, digest)
+            if kept is not None:
+                frames.append(kept)
+                continue
+        frames.append(_part(name, part, runs))
     return pl.concat(frames, how="vertical_relaxed")
 
 
-def server_windows(samples: Relation, day: str) -> pl.DataFrame:
+def store_partials(home: DataHome, day: str, path: Path, runs: pl.DataFrame) -> None:
+    """Compute the aggregates of one staged samples file (a slice's, where it was read) and keep them for
+    the day's analyses (``PartialCache``); a file without an id is left to them, and so is every file of
+    a lake on object storage without local copies (the analyses read its files where they lie, by URI)."""
+    pid = part_id(path)
+    store = lake.store(home)
+    if pid is None or (store.remote and store.cache is None):
+        return
+    cache = PartialCache(home.partials_cache, day)
+    for name in PARTS:
+        with_runs = runs if name == "util_distribution" else None
+        cache.put(pid, name, _digest(name, with_runs), _part(name, path, with_runs))
+
+
+def partial_cache(home: DataHome, day: str) -> PartialCache:
+    """The day's kept per-part aggregates."""
+    return PartialCache(home.partials_cache, day)
+
+
+def parts_metadata(samples: Relation, cache: PartialCache) -> dict[str, int]:
+    """How many parts an analysis read the day's samples in, and how many of those the slices had
+    aggregated already (for the asset's metadata)."""
+    return {"parts": len(day_parts(samples)), "parts_from_slices": cache.hits}
+
+
+def prune_partials(samples: Relation, cache: PartialCache) -> None:
+    """Drop the kept aggregates of parts the day no longer holds."""
+    local = [p for p in day_parts(samples) if isinstance(p, LakeFiles) and not p.remote]
+    cache.prune({pid for p in local if (pid := part_id(p.uris[0]))})
+
+
+def server_windows(samples: Relation, day: str, cache: PartialCache | None = None) -> pl.DataFrame:
     """Per run x server x hour window of one day: samples and mean utilisation of each resource, from the
     parts' sums and counts."""
-    parts = _partials(samples, "transforms/server_windows_part.sql", {"window_s": window_s()})
+    parts = _partials(samples, "server_windows", cache=cache)
     with connection(server_windows_parts=parts) as con:
         out = _query(con, "transforms/server_windows.sql", {"day": day, "window_s": window_s()})
     return contract("server_windows").conform(out)
 
 
-def run_role_stats(runs: pl.DataFrame, samples: Relation, day: str, windows: Relation) -> pl.DataFrame:
+def run_role_stats(
+    runs: pl.DataFrame, samples: Relation, day: str, windows: Relation, cache: PartialCache | None = None
+) -> pl.DataFrame:
     """Per run x role x resource statistics of one day; servers counted from the day's ``windows``. Counts,
     sums and maxima merge across the day's parts; p50 and p95 are exact: a part's own where the group lies
     in one part, else taken again over every sample of the groups that span parts."""
-    parts = _partials(samples, "transforms/run_role_stats_part.sql", {})
+    parts = _partials(samples, "run_role_stats", cache=cache)
     keys = ["run_id", "role", "resource"]
     spanning = parts.group_by(keys).len().filter(pl.col("len") > 1).select(keys)
     if spanning.is_empty():
@@ -153,10 +221,12 @@ def run_role_stats(runs: pl.DataFrame, samples: Relation, day: str, windows: Rel
     return contract("run_role_stats").conform(out)
 
 
-def util_distribution(runs: pl.DataFrame, samples: Relation, stats: pl.DataFrame, day: str) -> pl.DataFrame:
+def util_distribution(
+    runs: pl.DataFrame, samples: Relation, stats: pl.DataFrame, day: str, cache: PartialCache | None = None
+) -> pl.DataFrame:
     """One day's fixed-bin histograms of per-sample (the parts' counts, added) and per-run-mean
     utilisation."""
-    parts = _partials(samples, "transforms/util_distribution_part.sql", {"n_bins": n_bins()}, runs=runs)
+    parts = _partials(samples, "util_distribution", runs=runs, cache=cache)
     with connection(util_distribution_parts=parts, run_role_stats=stats) as con:
         out = _query(con, "transforms/util_distribution.sql", {"day": day, "n_bins": n_bins()})
     return contract("util_distribution").conform(out)

@@ -52,6 +52,11 @@ class DataHome:
         return self.root / "staging"
 
     @property
+    def partials_cache(self) -> Path:
+        """Per-part aggregates of a split day's samples, left by its slices for the day's analyses."""
+        return self.root / "cache" / "partials"
+
+    @property
     def locks(self) -> Path:
         return self.root / "locks"
 

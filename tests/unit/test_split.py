@@ -19,6 +19,9 @@ import time
 import polars as pl
 import pytest
 
+from pipelines.lib import analytics
+from pipelines.lib.analytics import LakeFiles
+from pipelines.lib.contracts import contract
 from pipelines.lib.ingest import ingest_day, split
 from pipelines.lib.ingest.split import (
     Slice,
@@ -31,10 +34,12 @@ from pipelines.lib.ingest.split import (
     settle_day,
 )
 from pipelines.lib.landing import day_files
+from pipelines.lib.partials import part_id
 from pipelines.lib.settings import DEFAULT_LIMITS
 from synthetic_fleet.sampler import sample_day
 from synthetic_fleet.writers import write_day
 from tests.conftest import DAY
+from tests.lake_state import assert_same
 
 NOW = dt.datetime(2026, 11, 21, 2, 0, tzinfo=dt.UTC)
 
@@ -326,3 +331,39 @@ def test_a_large_hostile_day_read_in_slices_equals_one_pass(home, hw, models):
         assert got[name].equals(want[name]), name
     reasons = want["quarantine"]["reason_code"].value_counts().sort("reason_code")
     assert dict(reasons.iter_rows()) == {"duplicate_key": 1000, "missing_required": 1}
+
+
+def test_slices_leave_their_aggregates_and_the_analyses_take_only_current_ones(busy_day, hw):
+    slices, merged = split_ingest(busy_day, hw.platforms, 1)
+    samples = LakeFiles(tuple(str(p) for p in merged.samples_paths))
+    runs = contract("runs").conform(merged.runs)
+
+    def analyses(cache):
+        windows = analytics.server_windows(samples, DAY, cache)
+        stats = analytics.run_role_stats(runs, samples, DAY, windows, cache)
+        return windows, stats, analytics.util_distribution(runs, samples, stats, DAY, cache)
+
+    want = analyses(None)
+    kept = analytics.partial_cache(busy_day, DAY)
+    got = analyses(kept)
+    for name, g, w in zip(("server_windows", "run_role_stats", "util_distribution"), got, want, strict=True):
+        assert_same(g, w, name)
+    stored = {p.name for p in kept.folder.iterdir()}
+    ids = [part_id(p) for p in merged.samples_paths]
+    taken = [i for i in ids if i in stored]
+    assert kept.hits == 3 * len(taken) and len(taken) >= 3
+    # the part the merge rewrote (sample keys repeated across slices) and the Prometheus-derived one are
+    # new files: computed, never taken from the slices' older aggregates
+    assert len(taken) < len(ids)
+    # other runs (a run moved to another platform): the slices' histograms no longer apply
+    first = pl.int_range(pl.len()) == 0
+    moved = runs.with_columns(
+        pl.when(first).then(pl.lit("elsewhere")).otherwise("platform").alias("platform")
+    )
+    again = analytics.partial_cache(busy_day, DAY)
+    dist = analytics.util_distribution(moved, samples, want[1], DAY, again)
+    assert again.hits == 0
+    assert_same(dist, analytics.util_distribution(moved, samples, want[1], DAY), "util_distribution")
+    analytics.prune_partials(samples, again)
+    assert {p.name for p in kept.folder.iterdir()} == set(taken)
+    merged.discard()

@@ -7,7 +7,9 @@ set).
    utilisation-sample files are planned into slices: by source, a source above ``slice_bytes`` cut in
    landing order.
 2. ``ingest_slice``: each slice's files are read, validated and staged in a process of its own, against
-   the settled runs (windows, runs delivered again), in a folder of its own under the split's staging folder.
+   the settled runs (windows, runs delivered again), in a folder of its own under the split's staging folder;
+   the slice then computes its staged file's aggregates for the day's analyses (``analytics.store_partials``),
+   where it runs, so a day's analyses are spread over the machines that read its slices too.
 3. ``merge_day``: the slices' files take their place in the day's ledger; a file that repeats one of
    another slice (same BLAKE3) becomes a duplicate of the first delivery, as in one pass; sample keys
    repeated across slices are settled over every slice's staged key hashes (first delivery wins); the
@@ -42,6 +44,7 @@ import blake3
 from filelock import FileLock
 from filelock import Timeout as LockHeld
 
+from pipelines.lib.analytics import store_partials
 from pipelines.lib.ingest.day import Day, DayIngest, FileState, day_result, rank, table_of
 from pipelines.lib.ingest.readers.base import FileInfo
 from pipelines.lib.landing import LandingFile, day_files
@@ -180,6 +183,8 @@ def ingest_slice(home: DataHome, piece: Slice, who: str = "", folder: str | None
     except BaseException:
         state.abort()
         raise
+    for part in state.parts:  # the day's analyses take these instead of scanning the part again
+        store_partials(home, piece.day, part.samples, settled.runs)
     state.runs = state.windows = None  # the merge has them from the settled state
     state.slices = [
         {"slice": piece.key, "files": len(piece.files), "size_bytes": piece.size_bytes, "read_by": who}

@@ -10,6 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipelines.lib.partials import PART_ID_KEY, new_part_id
 from pipelines.lib.paths import DataHome
 
 
@@ -22,10 +23,13 @@ def new_staging(home: DataHome, day: str) -> Path:
 
 class StagedParquet:
     """A Parquet file written batch by batch, one row group per batch, by a background thread (pyarrow
-    frees the GIL), so writing overlaps reading and validating the next batch. At most two batches wait."""
+    frees the GIL), so writing overlaps reading and validating the next batch. At most two batches wait.
+    Each file carries an id of its own in its metadata (``partials.PART_ID_KEY``): what per-part
+    aggregates are kept under."""
 
     def __init__(self, path: Path, schema: pa.Schema, **options):
         self.path, self.schema = path, schema
+        self.part_id = new_part_id()
         self.options = {"compression": "zstd", **options}
         self.groups = 0
         self.rows = 0
@@ -38,7 +42,10 @@ class StagedParquet:
         try:
             while (table := self._queue.get()) is not None:
                 if writer is None:
-                    writer = pq.ParquetWriter(self.path, self.schema, **self.options)
+                    schema = self.schema.with_metadata(
+                        {**(self.schema.metadata or {}), PART_ID_KEY: self.part_id.encode()}
+                    )
+                    writer = pq.ParquetWriter(self.path, schema, **self.options)
                 writer.write_table(table, row_group_size=max(table.num_rows, 1))
         except BaseException as exc:  # re-raised by close()
             self._error = exc
