@@ -1,5 +1,6 @@
 """A day larger than a slice, ingested by the Dagster asset: read in slices in processes of their own,
-merged, published as one day; the lake equals the one the same day read in one pass gives."""
+merged, published as one day, its analyses taken from the aggregates the slices left; the lake equals
+the one the same day read in one pass gives."""
 
 import dataclasses
 import json
@@ -27,7 +28,7 @@ def _ingest(definitions, home: DataHome, **limits) -> dg.ExecuteInProcessResult:
         add_days(instance, [DAY])
         return dg.materialize(
             definitions.assets,
-            selection=dg.AssetSelection.groups("raw"),
+            selection=dg.AssetSelection.groups("raw", "core") | dg.AssetSelection.assets("util_distribution"),
             partition_key=DAY,
             instance=instance,
             resources={"fleet": resource},
@@ -49,9 +50,24 @@ def test_a_day_read_in_slices_publishes_the_day_read_in_one_pass(tmp_path, defin
     )
     slices = samples.materialization.metadata["slices"].value
     assert len(slices) >= 3 and all(s["read_by"] and s["files"] >= 1 for s in slices)
-    assert _ingest(definitions, whole).success
+    whole_result = _ingest(definitions, whole)
+    assert whole_result.success
+    meta = _metadata(whole_result, "run_role_stats")
+    assert (meta["parts"], meta["parts_from_slices"]) == (1, 0)
     assert_same_lakes(split, whole)
     # the day was split: one sample file per slice (at least one per source), one before
     assert len(lake.table_files(split, "utilisation_samples", DAY)) >= 3
     assert len(lake.table_files(whole, "utilisation_samples", DAY)) == 1
     assert not list(split.staging.glob("split-*"))  # the slices' staging is gone once the day is published
+    # the day's analyses read each slice's file as a part, from what the slice aggregated where it ran
+    n_files = len(lake.table_files(split, "utilisation_samples", DAY))
+    for name in ("server_windows", "run_role_stats", "util_distribution"):
+        meta = _metadata(result, name)
+        assert (meta["parts"], meta["parts_from_slices"]) == (n_files, n_files), name
+    kept = split.partials_cache / f"day={DAY}"
+    assert len(list(kept.iterdir())) == n_files  # one entry per published part, none of a lost reading
+
+
+def _metadata(result: dg.ExecuteInProcessResult, name: str) -> dict:
+    event = next(m for m in result.get_asset_materialization_events() if m.asset_key.path == [name])
+    return {k: v.value for k, v in event.materialization.metadata.items()}

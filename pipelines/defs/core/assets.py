@@ -24,13 +24,15 @@ def server_windows(context: dg.AssetExecutionContext, fleet: FleetHome) -> dg.Ma
     day = context.partition_key
     home = fleet.data_home()
     _, samples = analytics.day_inputs(home, day)
-    windows = analytics.server_windows(samples, day)
+    kept = analytics.partial_cache(home, day)
+    windows = analytics.server_windows(samples, day, kept)
     path = lake.write_partition(home, "server_windows", day, windows)
     return dg.MaterializeResult(
         metadata={
             "dagster/row_count": windows.height,
             "path": dg.MetadataValue.path(str(path)),
             "servers": windows.select("run_id", "server_id").n_unique(),
+            **analytics.parts_metadata(samples, kept),
         }
     )
 
@@ -52,12 +54,14 @@ def run_role_stats(context: dg.AssetExecutionContext, fleet: FleetHome) -> dg.Ma
     home = fleet.data_home()
     runs, samples = analytics.day_inputs(home, day)
     windows = analytics.partition_relation(home, "server_windows", day)
-    stats = analytics.run_role_stats(runs, samples, day, windows)
+    kept = analytics.partial_cache(home, day)
+    stats = analytics.run_role_stats(runs, samples, day, windows, kept)
     path = lake.write_partition(home, "run_role_stats", day, stats)
     return dg.MaterializeResult(
         metadata={
             "dagster/row_count": stats.height,
             "path": dg.MetadataValue.path(str(path)),
             "preview": preview(stats),
+            **analytics.parts_metadata(samples, kept),
         }
     )

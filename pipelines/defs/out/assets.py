@@ -45,11 +45,14 @@ def util_distribution(context: dg.AssetExecutionContext, fleet: FleetHome) -> dg
     home = fleet.data_home()
     runs, samples = analytics.day_inputs(home, day)
     stats = lake.read_partition(home, "run_role_stats", day)
-    dist = analytics.util_distribution(runs, samples, stats, day)
+    kept = analytics.partial_cache(home, day)
+    dist = analytics.util_distribution(runs, samples, stats, day, kept)
+    analytics.prune_partials(samples, kept)  # the last of the day's three analyses to take them
     return _written(
         lake.write_partition(home, "util_distribution", day, dist),
         dist,
         samples_binned=int(dist.filter(dist["statistic"] == "sample")["n"].sum()),
+        **analytics.parts_metadata(samples, kept),
     )
 
 
