@@ -445,16 +445,23 @@ def side_night_floor(args: dict) -> dict:
         nulls = [duckdb.ConstantExpression(None).cast("DOUBLE").alias(c) for c in absent]
         copied.select("*", *nulls).create_view("samples")
         con.execute(f"CREATE TABLE runs AS SELECT * FROM {reader}($src)", {"src": str(runs)})
+        day = args["days"][0]
         window_s = contract("server_windows").parameters["window_s"]
-        windows = con.sql(
-            sql_text("transforms/server_windows.sql"), params={"day": args["days"][0], "window_s": window_s}
-        ).pl()
-        con.register("server_windows", windows)
-        stats = con.sql(sql_text("transforms/run_role_stats.sql"), params={"day": args["days"][0]}).pl()
-        con.register("run_role_stats", stats)
-        con.sql(
-            sql_text("transforms/util_distribution.sql"), params={"day": args["days"][0], "n_bins": 1000}
-        ).pl()
+        n_bins = contract("util_distribution").parameters["n_bins"]
+
+        def step(name: str, out: str, params: dict) -> None:  # each result held, as the product does
+            con.register(out, con.sql(sql_text(f"transforms/{name}.sql"), params=params).pl())
+
+        # the day in one file is one part: each analysis's part query, then its merge
+        step("server_windows_part", "server_windows_parts", {"window_s": window_s})
+        step("server_windows", "server_windows", {"day": day, "window_s": window_s})
+        step("run_role_stats_part", "run_role_stats_parts", {})
+        con.sql("SELECT run_id, role, resource, q FROM run_role_stats_parts LIMIT 0").create_view(
+            "spanning_quantiles"
+        )
+        step("run_role_stats", "run_role_stats", {"day": day})
+        step("util_distribution_part", "util_distribution_parts", {"n_bins": n_bins})
+        step("util_distribution", "util_distribution", {"day": day, "n_bins": n_bins})
         con.close()
         return {"seconds": time.perf_counter() - start}
 
