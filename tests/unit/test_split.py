@@ -298,6 +298,15 @@ def test_slice_keys_name_their_source(tmp_path):
     assert Slice(DAY, tmp_path, 7, (1, 2), "team a/b", 10).key == "s007_team_a_b"
 
 
+def _analyses(day, cache):
+    """The three analyses that scan a day's samples, over a staged day's files."""
+    samples = LakeFiles(tuple(str(p) for p in day.samples_paths))
+    runs = contract("runs").conform(day.runs)
+    windows = analytics.server_windows(samples, DAY, cache)
+    stats = analytics.run_role_stats(runs, samples, DAY, windows, cache)
+    return windows, stats, analytics.util_distribution(runs, samples, stats, DAY, cache)
+
+
 @pytest.mark.slow
 def test_a_large_hostile_day_read_in_slices_equals_one_pass(home, hw, models):
     """Hundreds of thousands of samples in 8 files of one source: a bad line 5 lines from the end of the
@@ -319,6 +328,7 @@ def test_a_large_hostile_day_read_in_slices_equals_one_pass(home, hw, models):
         os.utime(path, (t0 + k, t0 + k))
     whole = ingest_day(home, DAY, hw.platforms, now=NOW)
     want = _frames(whole)
+    want_analyses = _analyses(whole, None)
     whole.discard()
     limits = dataclasses.replace(DEFAULT_LIMITS, slice_bytes=1)
     slices = settle_day(home, DAY, hw.platforms, limits, now=NOW)
@@ -326,9 +336,17 @@ def test_a_large_hostile_day_read_in_slices_equals_one_pass(home, hw, models):
     merged = merge_day(home, slices[0].root, read_slices(home, slices, processes=2))
     got = _frames(merged)
     assert merged.samples_rows == whole.samples_rows > 500_000
+    # the day's analyses over the 8 parts, taking the slices' aggregates, equal them over the one file
+    kept = analytics.partial_cache(home, DAY)
+    got_analyses = _analyses(merged, kept)
+    assert kept.hits >= 3 * 7  # the 8th part was rewritten by the merge (keys repeated), so computed again
     merged.discard()
     for name in want:
         assert got[name].equals(want[name]), name
+    for name, g, w in zip(
+        ("server_windows", "run_role_stats", "util_distribution"), got_analyses, want_analyses, strict=True
+    ):
+        assert_same(g, w, name)
     reasons = want["quarantine"]["reason_code"].value_counts().sort("reason_code")
     assert dict(reasons.iter_rows()) == {"duplicate_key": 1000, "missing_required": 1}
 
@@ -338,14 +356,9 @@ def test_slices_leave_their_aggregates_and_the_analyses_take_only_current_ones(b
     samples = LakeFiles(tuple(str(p) for p in merged.samples_paths))
     runs = contract("runs").conform(merged.runs)
 
-    def analyses(cache):
-        windows = analytics.server_windows(samples, DAY, cache)
-        stats = analytics.run_role_stats(runs, samples, DAY, windows, cache)
-        return windows, stats, analytics.util_distribution(runs, samples, stats, DAY, cache)
-
-    want = analyses(None)
+    want = _analyses(merged, None)
     kept = analytics.partial_cache(busy_day, DAY)
-    got = analyses(kept)
+    got = _analyses(merged, kept)
     for name, g, w in zip(("server_windows", "run_role_stats", "util_distribution"), got, want, strict=True):
         assert_same(g, w, name)
     stored = {p.name for p in kept.folder.iterdir()}
