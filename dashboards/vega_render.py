@@ -147,8 +147,12 @@ def _serve() -> None:
                 answer = "oserror " + json.dumps([exc.errno, exc.strerror, exc.filename])
             else:
                 answer = "error " + " ".join(f"{type(exc).__name__}: {exc}".split())[:MAX_MESSAGE]
-        sys.stdout.write(answer + "\n")
-        sys.stdout.flush()
+        try:
+            sys.stdout.write(answer + "\n")
+            sys.stdout.flush()
+        except BrokenPipeError:  # the report's process is gone (stopped, or ended by os._exit): so is its job
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at shutdown
+            sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -92,3 +92,26 @@ def test_a_failure_of_the_machine_is_raised_as_the_same_oserror(tmp_path):
         here.value.strerror,
         here.value.filename,
     )
+
+
+def test_a_helper_whose_report_process_is_gone_ends_quietly(tmp_path):
+    """A run stopped while its report renders (the pool watch's os._exit) leaves helpers whose answer has no
+    reader: they end without a traceback on the stderr they share with the user's terminal."""
+    import subprocess
+    import sys
+
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps(_spec(3)), encoding="utf-8")
+    helper = subprocess.Popen(
+        [sys.executable, "-m", "dashboards.vega_render"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    helper.stdout.close()  # the reader is gone before the helper can answer
+    helper.stdin.write(json.dumps([str(spec), str(tmp_path / "c.svg"), str(tmp_path / "c.png")]) + "\n")
+    helper.stdin.close()
+    err = helper.stderr.read()
+    assert helper.wait(timeout=60) == 1
+    assert err == ""
