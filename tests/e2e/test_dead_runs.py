@@ -230,6 +230,8 @@ def test_a_run_waiting_inside_dagster_for_a_slot_stops_in_bounded_time(tmp_path,
         "DAGSTER_DISABLE_TELEMETRY": "1",
         "FLEET_POOL_WAIT_S": "4" if stop == "timeout" else "600",
     }
+    published = sorted((home / "reports").rglob("*")) + [home / "warehouse" / "fleet.duckdb"]
+    before = {p: p.stat().st_mtime_ns for p in published}
     try:
         held = _holding(instance, worker)
         proc = subprocess.Popen(
@@ -252,6 +254,8 @@ def test_a_run_waiting_inside_dagster_for_a_slot_stops_in_bounded_time(tmp_path,
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == (1 if stop == "timeout" else 143), err[-3000:]
         assert "Traceback" not in err
+        # "nothing was published": the report waits for the catalog, so neither was touched
+        assert {p: p.stat().st_mtime_ns for p in published} == before
         if stop == "timeout":
             assert f"waited 4 s for the 'warehouse' pool, held by run {held}" in err
         waiting = [r for r in instance.get_runs() if r.run_id != held and r.status == STARTED]

@@ -42,7 +42,10 @@ def analyst_catalog(fleet: FleetHome) -> dg.MaterializeResult:
 @dg.asset(
     name="fleet_report",
     group_name="publish",
+    # after the catalog: a run stopped while it waits for the catalog's pool has then published nothing, and
+    # the report shows the day the catalog serves
     deps=[
+        "analyst_catalog",
         "util_distribution",
         "server_count_hist",
         "hardware_fit",
