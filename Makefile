@@ -33,8 +33,9 @@ system-deps:
 demo: install
 	$(BIN)/fleet demo
 
+# --durations: CI's log names the slowest tests, so the suite's time (90 min at most in CI) is watched
 test: install system-deps lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=25
 
 # ruff: lint and format checks (the tree is formatted with `ruff format`).
 lint: install
