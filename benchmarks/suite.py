@@ -37,6 +37,9 @@ Cases (each: product seconds, anchor seconds, ratio = product / anchor, peak RSS
   alone and the parts merged, vs the same day published in one file (no target: what the parts cost or
   save, and each side's peak RSS). ``-by-time``: the day delivered in time order, so every run lies in
   every part and its p50 and p95 are taken again over all of its samples.
+- ``quantiles-K``: the per-run statistics of one day (run_role_stats) with their exact p50 and p95 taken
+  over batches of runs of about 1/K of the day's values (``FLEET_QUANTILE_VALUES``) vs over the whole day
+  at once (no target: what bounding the quantiles' memory costs in time, and each side's peak RSS).
 - ``memory``: peak RSS of `fleet ingest` for a day of 3x ``--samples`` in every format (target < 1.5 GB).
 - ``prometheus``: `fleet ingest` of a Prometheus export of about ``--samples`` exposition samples (the
   synthetic fleet as node_exporter, dcgm-exporter, kube-state-metrics and pcm-sensor-server expose it, in
@@ -924,12 +927,63 @@ def side_day_partials(args: dict) -> dict:
     return {"seconds": seconds, "parts": len(analytics.day_parts(samples)), "hits": hits}
 
 
+def side_role_stats(args: dict) -> dict:
+    """run_role_stats over a day already in the lake (``home``), its exact quantiles over batches of runs of
+    about ``quantile_values`` values."""
+    from pipelines.lib import analytics, lake
+    from pipelines.lib.paths import DataHome
+
+    home = DataHome.resolve(args["home"])
+    runs = lake.read_partition(home, "runs", args["day"])
+    samples = analytics.partition_relation(home, "utilisation_samples", args["day"])
+    windows = analytics.partition_relation(home, "server_windows", args["day"])
+    start = time.perf_counter()
+    analytics.run_role_stats(runs, samples, args["day"], windows, quantile_values=args["quantile_values"])
+    return {"seconds": time.perf_counter() - start}
+
+
 SIDES.update(
     {
         f.__name__: f
-        for f in (side_night_workers, side_merge, side_split, side_lake_in_parts, side_day_partials)
+        for f in (
+            side_night_workers,
+            side_merge,
+            side_split,
+            side_lake_in_parts,
+            side_day_partials,
+            side_role_stats,
+        )
     }
 )
+
+
+def quantiles_cases(data: Path, tmp: Path, n: int, r: int) -> list[dict]:
+    """run_role_stats of one day with its exact quantiles over batches of about 1/K of the day's values vs
+    over the whole day at once (the default budget at this size): what the bound costs, and its peak RSS."""
+    import polars as pl
+
+    from pipelines.lib import analytics, lake
+
+    tree = landing_day(data, "parquet", n)
+    home = _ingested({"tree": str(tree), "day": DAY}, tmp / "quantiles")
+    samples = analytics.partition_relation(home, "utilisation_samples", DAY)
+    lake.write_partition(home, "server_windows", DAY, analytics.server_windows(samples, DAY))
+    counts = pl.scan_parquet(list(samples.uris)).select(pl.col(f"{c}_util").count() for c in resources())
+    values = int(counts.collect().sum_horizontal().item())
+    whole = {"home": str(home.root), "day": DAY, "quantile_values": values + 1}
+    rows = []
+    for k in (4, 16):
+        rows.append(
+            paired(
+                f"quantiles-{k}",
+                r,
+                ("side_role_stats", {**whole, "quantile_values": values // k}),
+                ("side_role_stats", whole),
+                f"{values:,} values, batches of {values // k:,}",
+            )
+        )
+    shutil.rmtree(tmp / "quantiles", ignore_errors=True)
+    return rows
 
 
 def split_cases(data: Path, tmp: Path, n: int, r: int) -> list[dict]:
@@ -1063,7 +1117,8 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3, help="interleaved repeats per case (medians)")
     ap.add_argument(
         "--cases",
-        default="synth,ingest,analytics,night,waste,s3,backfill,fixed,workers,split,partials,memory,prometheus",
+        default="synth,ingest,analytics,night,waste,s3,backfill,fixed,workers,split,partials,quantiles,memory,"
+        "prometheus",
         help="comma-separated, any of the default's cases",
     )
     ap.add_argument("--home", default=None, help="data home (default: $FLEET_HOME or ./data)")
@@ -1104,6 +1159,7 @@ def main() -> int:
         "prometheus": lambda: [prometheus_case(data, tmp, n, r)],
         "split": lambda: split_cases(data, tmp, n, r),
         "partials": lambda: partials_cases(data, tmp, n, r),
+        "quantiles": lambda: quantiles_cases(data, tmp, n, r),
     }
     for name, run in runners.items():
         if name in cases:

@@ -17,6 +17,7 @@ from pipelines.lib.contracts import contract, resources
 from pipelines.lib.lake.s3 import fsspec_fs
 from pipelines.lib.partials import PartialCache, part_id, partial_digest, runs_digest
 from pipelines.lib.paths import DataHome
+from pipelines.lib.settings import DEFAULT_LIMITS
 from pipelines.lib.sqlfiles import sql_text
 from synthetic_fleet.catalog import HardwareCatalog
 from synthetic_fleet.model import fit_frame
@@ -38,8 +39,35 @@ class LakeFiles:
 Relation = pl.DataFrame | Path | LakeFiles  # a frame in memory, or Parquet DuckDB reads out of core
 
 
+@dataclass(frozen=True)
+class OfRuns:
+    """The rows of ``relation`` whose run is one of ``run_ids`` (a frame of one column, ``run_id``): one
+    batch of an exact-quantile query."""
+
+    relation: Relation
+    run_ids: pl.DataFrame
+
+
+def _remote(rel: Relation | OfRuns) -> bool:
+    inner = rel.relation if isinstance(rel, OfRuns) else rel
+    return isinstance(inner, LakeFiles) and inner.remote
+
+
+def _register(con: duckdb.DuckDBPyConnection, name: str, rel: Relation | OfRuns) -> None:
+    if isinstance(rel, OfRuns):
+        _register(con, f"{name}_all", rel.relation)
+        con.register(f"{name}_runs", rel.run_ids)
+        con.table(f"{name}_all").join(con.table(f"{name}_runs"), "run_id", how="semi").create_view(name)
+    elif isinstance(rel, Path):
+        con.read_parquet(str(rel)).create_view(name)
+    elif isinstance(rel, LakeFiles):
+        con.read_parquet(list(rel.uris)).create_view(name)
+    else:
+        con.register(name, rel)
+
+
 @contextmanager
-def connection(**relations: Relation) -> Iterator[duckdb.DuckDBPyConnection]:
+def connection(**relations: Relation | OfRuns) -> Iterator[duckdb.DuckDBPyConnection]:
     """An in-memory DuckDB connection with ``relations`` registered by name; closed on exit.
 
     Parquet files are scanned where they lie, so a day's samples never have to fit in memory; files in
@@ -47,18 +75,22 @@ def connection(**relations: Relation) -> Iterator[duckdb.DuckDBPyConnection]:
     con = duckdb.connect()
     try:
         con.execute("SET enable_progress_bar = false")
-        if any(isinstance(r, LakeFiles) and r.remote for r in relations.values()):
+        if any(_remote(r) for r in relations.values()):
             con.register_filesystem(fsspec_fs())
         for name, rel in relations.items():
-            if isinstance(rel, Path):
-                con.read_parquet(str(rel)).create_view(name)
-            elif isinstance(rel, LakeFiles):
-                con.read_parquet(list(rel.uris)).create_view(name)
-            else:
-                con.register(name, rel)
+            _register(con, name, rel)
         yield con
     finally:
         con.close()
+
+
+def run_batches(values: pl.DataFrame, budget: int) -> list[pl.DataFrame]:
+    """The runs of ``values`` (``run_id``, ``n_values``), in its order, cut into batches that each start
+    below ``budget`` values into the batch: a batch holds less than ``budget`` plus its last run's values
+    (a run above ``budget`` ends its batch). Each batch is a frame of one column, ``run_id``."""
+    start = pl.col("n_values").cum_sum() - pl.col("n_values")
+    batched = values.with_columns((start // budget).alias("batch"))
+    return [b.select("run_id") for b in batched.partition_by("batch", maintain_order=True)]
 
 
 def _query(con: duckdb.DuckDBPyConnection, name: str, params: dict | None = None) -> pl.DataFrame:
@@ -135,13 +167,31 @@ def _digest(name: str, runs: pl.DataFrame | None) -> str:
     return partial_digest(sql_text(PARTS[name]), _part_params(name), joined)
 
 
-def _part(name: str, part: Relation, runs: pl.DataFrame | None) -> pl.DataFrame:
-    with connection(samples=part, **({} if runs is None else {"runs": runs})) as con:
-        return _query(con, PARTS[name], _part_params(name))
+def _part(name: str, part: Relation, runs: pl.DataFrame | None, quantile_values: int) -> pl.DataFrame:
+    """``name``'s aggregates of one part; run_role_stats' exact quantiles over batches of runs of about
+    ``quantile_values`` values when the part holds more (each batch scans the part again)."""
+    joined = {} if runs is None else {"runs": runs}
+    with connection(samples=part, **joined) as con:
+        values = None
+        if name == "run_role_stats":
+            rows = int(_query(con, "transforms/sample_rows.sql")["n"][0])
+            if rows * len(resources()) > quantile_values:
+                values = _query(con, "transforms/run_values.sql")
+        if values is None or values["n_values"].sum() <= quantile_values:
+            return _query(con, PARTS[name], _part_params(name))
+    frames = []
+    for batch in run_batches(values, quantile_values):
+        with connection(samples=OfRuns(part, batch), **joined) as con:
+            frames.append(_query(con, PARTS[name], _part_params(name)))
+    return pl.concat(frames, how="vertical_relaxed")
 
 
 def _partials(
-    samples: Relation, name: str, runs: pl.DataFrame | None = None, cache: PartialCache | None = None
+    samples: Relation,
+    name: str,
+    runs: pl.DataFrame | None = None,
+    cache: PartialCache | None = None,
+    quantile_values: int = DEFAULT_LIMITS.quantile_values,
 ) -> pl.DataFrame:
     """``name``'s aggregates of every part of ``samples``, stacked: from ``cache`` where a slice left
     them (a part of a local lake, known by the id in its metadata), else computed, one part after the
@@ -156,11 +206,17 @@ def _partials(
             if kept is not None:
                 frames.append(kept)
                 continue
-        frames.append(_part(name, part, runs))
+        frames.append(_part(name, part, runs, quantile_values))
     return pl.concat(frames, how="vertical_relaxed")
 
 
-def store_partials(home: DataHome, day: str, path: Path, runs: pl.DataFrame) -> None:
+def store_partials(
+    home: DataHome,
+    day: str,
+    path: Path,
+    runs: pl.DataFrame,
+    quantile_values: int = DEFAULT_LIMITS.quantile_values,
+) -> None:
     """Compute the aggregates of one staged samples file (a slice's, where it was read) and keep them for
     the day's analyses (``PartialCache``); a file without an id is left to them, and so is every file of
     a lake on object storage without local copies (the analyses read its files where they lie, by URI)."""
@@ -171,7 +227,7 @@ def store_partials(home: DataHome, day: str, path: Path, runs: pl.DataFrame) -> 
     cache = PartialCache(home.partials_cache, day)
     for name in PARTS:
         with_runs = runs if name == "util_distribution" else None
-        cache.put(pid, name, _digest(name, with_runs), _part(name, path, with_runs))
+        cache.put(pid, name, _digest(name, with_runs), _part(name, path, with_runs, quantile_values))
 
 
 def partial_cache(home: DataHome, day: str) -> PartialCache:
@@ -201,19 +257,33 @@ def server_windows(samples: Relation, day: str, cache: PartialCache | None = Non
 
 
 def run_role_stats(
-    runs: pl.DataFrame, samples: Relation, day: str, windows: Relation, cache: PartialCache | None = None
+    runs: pl.DataFrame,
+    samples: Relation,
+    day: str,
+    windows: Relation,
+    cache: PartialCache | None = None,
+    quantile_values: int = DEFAULT_LIMITS.quantile_values,
 ) -> pl.DataFrame:
     """Per run x role x resource statistics of one day; servers counted from the day's ``windows``. Counts,
     sums and maxima merge across the day's parts; p50 and p95 are exact: a part's own where the group lies
-    in one part, else taken again over every sample of the groups that span parts."""
-    parts = _partials(samples, "run_role_stats", cache=cache)
+    in one part, else taken again over every sample of the groups that span parts. What one quantile query
+    holds is bounded by batches of runs of about ``quantile_values`` values, not by the day."""
+    parts = _partials(samples, "run_role_stats", cache=cache, quantile_values=quantile_values)
     keys = ["run_id", "role", "resource"]
     spanning = parts.group_by(keys).len().filter(pl.col("len") > 1).select(keys)
-    if spanning.is_empty():
-        quantiles = parts.clear().select(*keys, "q")
-    else:
-        with connection(samples=with_resource_columns(samples), spanning=spanning) as con:
-            quantiles = _query(con, "transforms/run_role_quantiles.sql")
+    values = (
+        parts.join(spanning, on=keys, how="semi")
+        .group_by("run_id")
+        .agg(pl.col("n_samples").sum().alias("n_values"))
+        .sort("run_id")
+    )
+    frames = [parts.clear().select(*keys, "q")]
+    for batch in run_batches(values, quantile_values):
+        with connection(
+            samples=with_resource_columns(samples), spanning=spanning.join(batch, on="run_id", how="semi")
+        ) as con:
+            frames.append(_query(con, "transforms/run_role_quantiles.sql"))
+    quantiles = pl.concat(frames, how="vertical_relaxed")
     with connection(
         runs=runs, run_role_stats_parts=parts, spanning_quantiles=quantiles, server_windows=windows
     ) as con:

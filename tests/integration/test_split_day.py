@@ -43,7 +43,8 @@ def test_a_day_read_in_slices_publishes_the_day_read_in_one_pass(tmp_path, defin
     whole = DataHome.resolve(tmp_path / "whole")
     shutil.copytree(split.landing, whole.landing)
 
-    result = _ingest(definitions, split, slice_bytes=1, slice_processes=2)
+    # and each exact p50/p95 query over batches of runs of about 1,000 values, in the slices and the day
+    result = _ingest(definitions, split, slice_bytes=1, slice_processes=2, quantile_values=1_000)
     assert result.success and all(c.passed for c in result.get_asset_check_evaluations())
     samples = next(
         m for m in result.get_asset_materialization_events() if m.asset_key.path == ["utilisation_samples"]

@@ -340,7 +340,12 @@ def test_a_large_hostile_day_read_in_slices_equals_one_pass(home, hw, models):
     kept = analytics.partial_cache(home, DAY)
     got_analyses = _analyses(merged, kept)
     assert kept.hits >= 3 * 7  # the 8th part was rewritten by the merge (keys repeated), so computed again
+    # and with every exact p50/p95 query holding batches of runs of about 50,000 values (dozens of them)
+    parts = LakeFiles(tuple(str(p) for p in merged.samples_paths))
+    runs = contract("runs").conform(merged.runs)
+    batched = analytics.run_role_stats(runs, parts, DAY, got_analyses[0], quantile_values=50_000)
     merged.discard()
+    assert_same(batched, want_analyses[1], "run_role_stats over batches of runs")
     for name in want:
         assert got[name].equals(want[name]), name
     for name, g, w in zip(

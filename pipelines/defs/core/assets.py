@@ -55,7 +55,8 @@ def run_role_stats(context: dg.AssetExecutionContext, fleet: FleetHome) -> dg.Ma
     runs, samples = analytics.day_inputs(home, day)
     windows = analytics.partition_relation(home, "server_windows", day)
     kept = analytics.partial_cache(home, day)
-    stats = analytics.run_role_stats(runs, samples, day, windows, kept)
+    budget = fleet.limits().quantile_values
+    stats = analytics.run_role_stats(runs, samples, day, windows, kept, budget)
     path = lake.write_partition(home, "run_role_stats", day, stats)
     return dg.MaterializeResult(
         metadata={

@@ -184,7 +184,7 @@ def ingest_slice(home: DataHome, piece: Slice, who: str = "", folder: str | None
         state.abort()
         raise
     for part in state.parts:  # the day's analyses take these instead of scanning the part again
-        store_partials(home, piece.day, part.samples, settled.runs)
+        store_partials(home, piece.day, part.samples, settled.runs, settled.limits.quantile_values)
     state.runs = state.windows = None  # the merge has them from the settled state
     state.slices = [
         {"slice": piece.key, "files": len(piece.files), "size_bytes": piece.size_bytes, "read_by": who}
