@@ -14,6 +14,7 @@ import contextlib
 import itertools
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -96,8 +97,12 @@ class Renderers:
     def _gone(proc: subprocess.Popen) -> str:
         return f"the renderer exited ({proc.wait()})"
 
-    def close(self) -> None:
+    def close(self, abandon: bool = False) -> None:
+        """Stop the helpers: at the end of their input (each finishes its queued charts), or at once when
+        the report is ``abandon``ed (an error or a signal stopped it: no chart is written after that)."""
         for proc in self._procs:
+            if abandon and proc.poll() is None:
+                proc.kill()
             if proc.stdin is not None and not proc.stdin.closed:
                 with contextlib.suppress(OSError):  # a helper that died has nobody reading
                     proc.stdin.close()  # the helper ends at end of input
@@ -117,7 +122,7 @@ class Renderers:
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self.close()
+        self.close(abandon=kind is not None)
 
 
 def render(spec: dict, svg: Path, png: Path) -> None:
@@ -135,6 +140,10 @@ def render(spec: dict, svg: Path, png: Path) -> None:
 def _serve() -> None:
     import vl_convert
 
+    # Ctrl-C reaches the whole process group: the report's process decides, and its helpers end when it
+    # closes their input (a KeyboardInterrupt here would only print a traceback per helper)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
     # start Vega's runtime while the report is still being built
     vl_convert.vegalite_to_svg({"mark": "point", "data": {"values": [{"x": 0}]}})
     for line in sys.stdin:
@@ -150,7 +159,7 @@ def _serve() -> None:
         try:
             sys.stdout.write(answer + "\n")
             sys.stdout.flush()
-        except BrokenPipeError:  # the report's process is gone (stopped, or ended by os._exit): so is its job
+        except BrokenPipeError:  # the report's process is gone (killed, or ended abruptly): so is its job
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at shutdown
             sys.exit(1)
 

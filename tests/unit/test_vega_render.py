@@ -115,3 +115,43 @@ def test_a_helper_whose_report_process_is_gone_ends_quietly(tmp_path):
     err = helper.stderr.read()
     assert helper.wait(timeout=60) == 1
     assert err == ""
+
+
+def test_a_helper_ignores_ctrl_c_and_ends_when_its_input_does(tmp_path):
+    """Ctrl-C in the terminal reaches every helper of the report's process group: they print nothing and
+    end when the report's process closes their input."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    helper = subprocess.Popen(
+        [sys.executable, "-m", "dashboards.vega_render"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps(_spec(3)), encoding="utf-8")
+    helper.stdin.write(json.dumps([str(spec), str(tmp_path / "c.svg"), str(tmp_path / "c.png")]) + "\n")
+    helper.stdin.flush()
+    assert helper.stdout.readline() == "ok\n"  # started, waiting on its input
+    helper.send_signal(signal.SIGINT)
+    time.sleep(0.5)
+    assert helper.poll() is None
+    helper.stdin.close()
+    assert helper.wait(timeout=60) == 0
+    assert helper.stderr.read() == ""
+
+
+def test_a_stopped_report_stops_its_helpers_at_once_and_writes_no_more_charts(tmp_path):
+    """An error or a signal (KeyboardInterrupt, Dagster's termination) while charts are queued: the helpers
+    are killed, not left to render the queue into the report's folder after the report has stopped."""
+    with pytest.raises(KeyboardInterrupt), Renderers(helpers=1) as renderers:
+        procs = list(renderers._procs)
+        for k in range(8):
+            renderers.submit(f"c{k}", _spec(300), tmp_path / f"c{k}.svg", tmp_path / f"c{k}.png")
+        raise KeyboardInterrupt
+    assert [p.returncode for p in procs] == [-9]
+    assert len(list(tmp_path.glob("*.svg"))) < 8
