@@ -2,6 +2,10 @@
 cannot be rendered, or a helper that dies, is an error naming the chart, never a missing file."""
 
 import json
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 import vl_convert
@@ -56,8 +60,6 @@ def test_a_helper_that_dies_is_an_error_naming_the_chart(tmp_path):
 
 
 def test_helpers_already_started_are_stopped_when_one_cannot_start(monkeypatch):
-    import subprocess
-
     started = []
     real = subprocess.Popen
 
@@ -94,12 +96,8 @@ def test_a_failure_of_the_machine_is_raised_as_the_same_oserror(tmp_path):
     )
 
 
-def test_a_helper_whose_report_process_is_gone_ends_quietly(tmp_path):
-    """A run stopped while its report renders (the pool watch's os._exit) leaves helpers whose answer has no
-    reader: they end without a traceback on the stderr they share with the user's terminal."""
-    import subprocess
-    import sys
-
+def _helper_with_one_job(tmp_path) -> tuple[subprocess.Popen, str]:
+    """A helper started as Renderers starts one, its stderr captured; and the line of one chart's job."""
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps(_spec(3)), encoding="utf-8")
     helper = subprocess.Popen(
@@ -109,8 +107,15 @@ def test_a_helper_whose_report_process_is_gone_ends_quietly(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
     )
+    return helper, json.dumps([str(spec), str(tmp_path / "c.svg"), str(tmp_path / "c.png")]) + "\n"
+
+
+def test_a_helper_whose_report_process_is_gone_ends_quietly(tmp_path):
+    """A killed report's helpers have no reader for their answer: they end without a traceback on the
+    stderr they share with the user's terminal."""
+    helper, job = _helper_with_one_job(tmp_path)
     helper.stdout.close()  # the reader is gone before the helper can answer
-    helper.stdin.write(json.dumps([str(spec), str(tmp_path / "c.svg"), str(tmp_path / "c.png")]) + "\n")
+    helper.stdin.write(job)
     helper.stdin.close()
     err = helper.stderr.read()
     assert helper.wait(timeout=60) == 1
@@ -120,21 +125,8 @@ def test_a_helper_whose_report_process_is_gone_ends_quietly(tmp_path):
 def test_a_helper_ignores_ctrl_c_and_ends_when_its_input_does(tmp_path):
     """Ctrl-C in the terminal reaches every helper of the report's process group: they print nothing and
     end when the report's process closes their input."""
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    helper = subprocess.Popen(
-        [sys.executable, "-m", "dashboards.vega_render"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    spec = tmp_path / "spec.json"
-    spec.write_text(json.dumps(_spec(3)), encoding="utf-8")
-    helper.stdin.write(json.dumps([str(spec), str(tmp_path / "c.svg"), str(tmp_path / "c.png")]) + "\n")
+    helper, job = _helper_with_one_job(tmp_path)
+    helper.stdin.write(job)
     helper.stdin.flush()
     assert helper.stdout.readline() == "ok\n"  # started, waiting on its input
     helper.send_signal(signal.SIGINT)
