@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint install system-deps ui validate bench bench-quick clean
+.PHONY: demo test test-fast test-durations lint install system-deps ui validate bench bench-quick clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,18 +33,30 @@ system-deps:
 demo: install
 	$(BIN)/fleet demo
 
-# --durations: CI's log names the slowest tests, so the suite's time (90 min at most in CI) is watched
+# Tests run in TEST_WORKERS processes (pytest-xdist); a server's tests, and a module's, share one process,
+# so each server and each module fixture starts once. Most tests wait on processes, servers and browsers,
+# so 3 processes beat 2 on this 2-core machine. CI's log names the 25 slowest tests; every test's time is
+# kept in .test-durations.json (`python -m tests.support.tiers .test-durations.json` sums it by tier).
+TEST_WORKERS ?= 3
+PYTEST_PARALLEL = -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 test: install system-deps lint
-	$(BIN)/python -m pytest -q --durations=25
+	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL) --durations=25 --durations-path .test-durations.json
 
 # ruff: lint and format checks (the tree is formatted with `ruff format`).
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# Unit and Dagster tests only (no subprocess/browser tiers).
+# The inner loop: every test that starts no process, server or browser, runs no big input and no whole
+# asset graph (markers from the fixtures they use); hypothesis at a fifth of its examples.
 test-fast: install
-	$(BIN)/python -m pytest -q -m 'not slow'
+	FLEET_TEST_TIER=fast $(BIN)/python -m pytest -q -m 'not slow' $(PYTEST_PARALLEL)
+
+# Each test's time in one process, kept in tests/durations.json so the tiers can be checked
+# (`python -m tests.support.tiers`).
+test-durations: install system-deps
+	$(BIN)/python -m pytest -q -p no:xdist --durations-path tests/durations.json
+	$(BIN)/python -m tests.support.tiers tests/durations.json
 
 validate: install
 	$(BIN)/dagster definitions validate
@@ -63,4 +75,4 @@ ui: install
 	$(BIN)/fleet ui
 
 clean:
-	rm -rf data .pytest_cache .hypothesis
+	rm -rf data .pytest_cache .hypothesis .test-durations.json

@@ -724,7 +724,7 @@ def backfill_case(data: Path, tmp: Path, n: int, r: int) -> dict:
 
 def object_storage_case(data: Path, tmp: Path, n: int, r: int) -> dict:
     """The night of one day with the lake on object storage (SeaweedFS on 127.0.0.1) vs the local lake."""
-    from tests.servers import seaweedfs
+    from tests.support.servers import seaweedfs
 
     tree = landing_day(data, "jsonl", n)
     args = {"trees": [str(tree)], "days": [DAY], "tmp": str(tmp)}
@@ -1062,7 +1062,7 @@ def partials_cases(data: Path, tmp: Path, n: int, r: int) -> list[dict]:
 def workers_cases(data: Path, tmp: Path, n: int, r: int) -> list[dict]:
     """Four days on Celery workers (Redis, PostgreSQL on 127.0.0.1): two workers vs one; and the merge's
     cost against the number of day partitions it merges."""
-    from tests.servers import postgres_env, postgresql, redis
+    from tests.support.servers import postgres_env, postgresql, redis
 
     days = [(dt.date.fromisoformat(DAY) + dt.timedelta(days=i)).isoformat() for i in range(8)]
     per_day = max(n // 4, 1000)

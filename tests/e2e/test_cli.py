@@ -5,18 +5,14 @@ import re
 import duckdb
 import pytest
 
-from tests.e2e.conftest import BIN, run
+from tests.support.cli import BIN, run
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.usefixtures("fleet_cli")  # every test crosses the process boundary
 
 
-def test_fleet_demo_end_to_end(tmp_path):
-    home = tmp_path / "home"
-    p = run(
-        [str(BIN / "fleet"), "demo", "--home", str(home), "--days", "2", "--runs-per-day", "15"],
-        env={"DAGSTER_HOME": ""},
-    )
-    assert p.returncode == 0, p.stderr[-3000:]
+def test_fleet_demo_end_to_end(demo_home):
+    home, p = demo_home
+    home = home.root
     out = p.stdout
     assert f"report:  {home}/reports/fleet_report.html" in out
     assert f"catalog: {home}/warehouse/fleet.duckdb" in out
@@ -57,7 +53,7 @@ def test_fleet_run_says_what_did_not_arrive_and_what_it_did_not_read(tmp_path, s
     tests/integration): runs without samples, and landing entries that belong to no day."""
     from pipelines.lib.paths import DataHome
     from synthetic_fleet.writers import write_day
-    from tests.conftest import DAY
+    from tests.support.homes import DAY
 
     home = DataHome.resolve(tmp_path / "home")
     write_day(small_day, home.landing, source="synthetic", fmt="jsonl")

@@ -15,7 +15,7 @@ import pytest
 from pipelines.cli import main
 from pipelines.lib.paths import INSTANCE_TEMPLATE, DataHome
 from synthetic_fleet.writers import write_day
-from tests.e2e.conftest import BIN, run
+from tests.support.cli import BIN, run
 
 # 341 bytes (the was 538): nine levels of nine aliases each, 9**9 (387 million) strings expanded.
 ALIAS_BOMB = "\n".join(
@@ -59,7 +59,7 @@ def test_query_without_a_catalog_says_to_build_it(capsys, home):
     assert "no analyst catalog at" in err and "fleet run" in err
 
 
-@pytest.mark.slow
+@pytest.mark.usefixtures("fleet_cli")
 def test_query_while_a_writer_holds_the_catalog_names_the_holder(capsys, home):
     home.warehouse.mkdir()
     holder = subprocess.Popen(
@@ -168,7 +168,7 @@ def test_report_from_an_impossible_date(capsys, home):
     assert "--from '2026-13-01' is not a date YYYY-MM-DD" in err
 
 
-@pytest.mark.slow
+@pytest.mark.usefixtures("fleet_cli")
 def test_ingest_from_an_impossible_date_exits_2_not_1(home):
     p = run([str(BIN / "fleet"), "ingest", "--from", "2026-13-01", "--home", str(home.root)])
     assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
@@ -191,7 +191,7 @@ def test_home_with_file_pattern_characters_is_refused(capsys, tmp_path, name):
     assert "which the lake's readers take as a file pattern" in err and "FLEET_HOME" in err
 
 
-@pytest.mark.slow
+@pytest.mark.usefixtures("fleet_cli")
 def test_fleet_home_with_glob_characters_from_the_environment(tmp_path):
     p = run([str(BIN / "fleet"), "ingest"], env={"FLEET_HOME": str(tmp_path / "h[1]")})
     assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
@@ -381,11 +381,11 @@ def _in_a_small_filesystem(tmp_path: Path, landing: Path, size_kb: int) -> dict:
     }
 
 
-@pytest.mark.slow
+@pytest.mark.usefixtures("fleet_cli")
 def test_a_full_disk_during_fleet_run_is_one_line_exit_1_and_the_lake_stays_whole(tmp_path):
     landing = tmp_path / "landing"
     synth = ["synth", "--days", "1", "--start", "2026-11-10", "--runs-per-day", "12", "--out", str(landing)]
-    assert subprocess.run([str(BIN / "fleet"), *synth], capture_output=True).returncode == 0
+    assert main(synth) == 0  # the landing days; the runs below cross the process boundary
     roomy = _in_a_small_filesystem(tmp_path, landing, 200_000)
     assert roomy["rc"] == 0, roomy["stderr"]
     landing_kb = sum(f.stat().st_size for f in landing.rglob("*") if f.is_file()) // 1024

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from dagster._core.instance.ref import InstanceRef
 from dagster._core.utils import make_new_run_id
 
+from pipelines.cli import main
 from pipelines.lib.paths import INSTANCE_TEMPLATE, PROJECT_ROOT
 from pipelines.runs import (
     WAREHOUSE_POOL,
@@ -22,13 +22,10 @@ from pipelines.runs import (
     pool_holders,
     this_worker,
 )
-from tests.e2e.conftest import BIN, run
+from tests.support.cli import BIN, run
+from tests.support.deadruns import dead_run_home, instance_at
 
 STARTED = dg.DagsterRunStatus.STARTED
-
-
-def _instance(dagster_home: Path) -> dg.DagsterInstance:
-    return dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(dagster_home)))
 
 
 def _started(instance, worker: str | None, status=STARTED) -> str:
@@ -67,49 +64,10 @@ def test_only_runs_of_dead_processes_are_failed(definitions):
         assert instance.get_run_by_id(again).status == dg.DagsterRunStatus.FAILURE
 
 
-def kill_fleet_run_midway(home: Path, dagster_home: Path) -> str:
-    """Start `fleet run` on ``home``, SIGKILL it once its first run is STARTED; returns that run's id."""
-    env = {**os.environ, "DAGSTER_HOME": str(dagster_home), "DAGSTER_DISABLE_TELEMETRY": "1"}
-    proc = subprocess.Popen(
-        [str(BIN / "fleet"), "run", "--home", str(home)],
-        cwd=PROJECT_ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    instance = _instance(dagster_home)
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and proc.poll() is None:
-            runs = instance.get_runs(filters=dg.RunsFilter(statuses=[STARTED]))
-            if runs:
-                proc.send_signal(signal.SIGKILL)
-                proc.wait()
-                return runs[0].run_id
-            time.sleep(0.05)
-        pytest.fail("`fleet run` never reached a STARTED run")
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        instance.dispose()
-
-
-def dead_run_home(tmp_path: Path, runs: int) -> tuple[Path, list[str]]:
-    """A Dagster home with ``runs`` runs left STARTED by SIGKILLed `fleet run`s (of their own data home)."""
-    dh = tmp_path / "dagster_home"
-    dh.mkdir()
-    (dh / "dagster.yaml").write_text(INSTANCE_TEMPLATE.read_text())
-    other = tmp_path / "killed_home"
-    synth = ["synth", "--days", "1", "--start", "2026-11-10", "--runs-per-day", "6", "--out"]
-    assert run([str(BIN / "fleet"), *synth, str(other / "landing")]).returncode == 0
-    return dh, [kill_fleet_run_midway(other, dh) for _ in range(runs)]
-
-
-@pytest.mark.slow
+@pytest.mark.usefixtures("fleet_cli")
 def test_a_killed_fleet_run_is_marked_failed_by_the_next_one(tmp_path, landed):
     dh, killed = dead_run_home(tmp_path, 1)
-    instance = _instance(dh)
+    instance = instance_at(dh)
     try:
         assert instance.get_run_by_id(killed[0]).status == STARTED  # left behind by the dead process
         p = run([str(BIN / "fleet"), "run", "--home", str(landed.root)], env={"DAGSTER_HOME": str(dh)})
@@ -164,14 +122,14 @@ def _pool_home(tmp_path: Path) -> tuple[Path, Path]:
     (dh / "dagster.yaml").write_text(INSTANCE_TEMPLATE.read_text())
     home = tmp_path / "home"
     synth = ["synth", "--days", "1", "--start", "2026-11-10", "--runs-per-day", "4", "--out"]
-    assert run([str(BIN / "fleet"), *synth, str(home / "landing")]).returncode == 0
+    assert main([*synth, str(home / "landing")]) == 0  # in-process: the runs below need the processes
     return dh, home
 
 
-@pytest.mark.slow
+@pytest.mark.usefixtures("fleet_cli")
 def test_a_slot_left_by_a_killed_catalog_writer_does_not_stop_the_next_night(tmp_path):
     dh, home = _pool_home(tmp_path)
-    instance = _instance(dh)
+    instance = instance_at(dh)
     try:
         held = _holding(instance, _dead_worker())
         p = run([str(BIN / "fleet"), "run", "--home", str(home)], env={"DAGSTER_HOME": str(dh)}, timeout=300)
@@ -182,10 +140,10 @@ def test_a_slot_left_by_a_killed_catalog_writer_does_not_stop_the_next_night(tmp
         instance.dispose()
 
 
-@pytest.mark.slow
+@pytest.mark.usefixtures("fleet_cli")
 def test_waiting_for_a_pool_held_by_a_live_run_ends_with_a_clear_message(tmp_path):
     dh, home = _pool_home(tmp_path)
-    instance = _instance(dh)
+    instance = instance_at(dh)
     holder, worker = _live_worker()
     try:
         held = _holding(instance, worker)
@@ -215,14 +173,14 @@ sys.exit(main(["run", "--home", sys.argv[1], "--force"]))
 """
 
 
-@pytest.mark.slow
+@pytest.mark.usefixtures("fleet_cli")
 @pytest.mark.parametrize("stop", ["timeout", "sigterm"])
 def test_a_run_waiting_inside_dagster_for_a_slot_stops_in_bounded_time(tmp_path, stop):
     dh, home = _pool_home(tmp_path)
     assert (
         run([str(BIN / "fleet"), "run", "--home", str(home)], env={"DAGSTER_HOME": str(dh)}).returncode == 0
     )
-    instance = _instance(dh)
+    instance = instance_at(dh)
     holder, worker = _live_worker()
     env = {
         **os.environ,

@@ -14,9 +14,9 @@ import pytest
 from pipelines.cli import main
 from pipelines.lib import lake
 from pipelines.lib.paths import DataHome
-from tests.e2e.conftest import BIN
+from tests.support.cli import BIN
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.usefixtures("fleet_cli")  # every test crosses the process boundary
 TABLES = ["runs", "utilisation_samples", "quarantine", "ingest_ledger"]
 
 

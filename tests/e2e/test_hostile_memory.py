@@ -17,9 +17,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipelines.lib.paths import PROJECT_ROOT
-from tests.conftest import DAY
+from tests.support.homes import DAY
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.usefixtures("fleet_cli")  # every test crosses the process boundary
 PEAK_RSS_LIMIT_MB = 1024
 ADDRESS_SPACE_CAP = 6 << 30  # the process's threads and allocators reserve ~3-4 GB of address space
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "landing"

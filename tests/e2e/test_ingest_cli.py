@@ -6,9 +6,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from tests.e2e.conftest import BIN, run
+from tests.support.cli import BIN, run
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.usefixtures("fleet_cli")  # every test crosses the process boundary
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 
 

@@ -6,17 +6,17 @@ import shutil
 import pytest
 
 from pipelines.lib.paths import PROJECT_ROOT
-from tests.conftest import DAY
-from tests.e2e.conftest import BIN, run
-from tests.servers import postgresql
+from tests.support.cli import BIN, run
+from tests.support.homes import DAY
+from tests.support.servers import create_database
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.usefixtures("fleet_cli")  # every test crosses the process boundary
 
 
 @pytest.fixture
-def postgres():
-    with postgresql() as port:
-        yield port
+def postgres(postgres_server):
+    create_database(postgres_server, "instance")
+    return postgres_server
 
 
 def test_nightly_job_runs_against_postgres_storage(postgres, landed, tmp_path):
@@ -32,12 +32,12 @@ def test_nightly_job_runs_against_postgres_storage(postgres, landed, tmp_path):
         "DAGSTER_PG_PORT": str(postgres),
         "DAGSTER_PG_USER": "dagster",
         "DAGSTER_PG_PASSWORD": "",
-        "DAGSTER_PG_DB": "dagster",
+        "DAGSTER_PG_DB": "instance",
     }
     # `fleet run` makes the day a partition in the PostgreSQL storage, then runs it as a nightly run.
     p = run([str(BIN / "fleet"), "run", "--home", str(landed.root), "--from", DAY], env=env)
     assert p.returncode == 0, p.stderr[-3000:]
-    con = psycopg2.connect(host="127.0.0.1", port=postgres, user="dagster", dbname="dagster")
+    con = psycopg2.connect(host="127.0.0.1", port=postgres, user="dagster", dbname="instance")
     try:
         cur = con.cursor()
         cur.execute("SELECT status FROM runs WHERE pipeline_name = 'nightly'")

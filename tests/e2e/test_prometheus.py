@@ -1,8 +1,8 @@
 """A real Prometheus (Debian's package, installed by `make test`), started here on 127.0.0.1 over a TSDB
 backfilled with `promtool tsdb create-blocks-from openmetrics`, and `fleet ingest --source prometheus --url`
-against it: the cluster's scrapes (tests/prom_fixtures.py) give what the same scrapes give delivered as
-files, and the synthetic fleet written by `fleet synth --format openmetrics` comes back with the same
-trainer-vs-PS distributions and server counts as its contract files (the round trip)."""
+against it: the cluster's scrapes (tests/support/prom_fixtures.py) give what the same scrapes give
+delivered as files, and the synthetic fleet written by `fleet synth --format openmetrics` comes back with the
+same trainer-vs-PS distributions and server counts as its contract files (the round trip)."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ from pipelines.lib import analytics, lake
 from pipelines.lib.contracts import resources
 from pipelines.lib.paths import DataHome
 from pipelines.lib.prometheus import server
-from tests import prom_fixtures as pf
-from tests.e2e.conftest import BIN, run
+from tests.support import prom_fixtures as pf
+from tests.support.cli import BIN, run
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.usefixtures("fleet_cli")  # every test crosses the process boundary
 ROUND_TRIP_DAY = "2026-11-20"
 ROUND_TRIP_RUNS = 6
 
@@ -33,7 +33,7 @@ def prometheus_binaries():
 
 
 @pytest.fixture(scope="module")
-def cluster_server(tmp_path_factory, prometheus_binaries):
+def prometheus_server(tmp_path_factory, prometheus_binaries):
     work = tmp_path_factory.mktemp("prometheus")
     files = pf.write(work / "scrapes")
     server.backfill(files, work / "tsdb")
@@ -45,8 +45,8 @@ def _fleet(*args: str, timeout: int = 900):
     return run([str(BIN / "fleet"), *args], timeout=timeout)
 
 
-def test_ingest_pulls_raw_samples_and_gives_what_the_scrape_files_give(tmp_path, cluster_server):
-    url, files = cluster_server
+def test_ingest_pulls_raw_samples_and_gives_what_the_scrape_files_give(tmp_path, prometheus_server):
+    url, files = prometheus_server
     mapping = tmp_path / "mapping.yaml"
     mapping.write_text(pf.mapping_yaml())
     pulled = tmp_path / "pulled"

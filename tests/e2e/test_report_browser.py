@@ -3,32 +3,14 @@ and a screenshot that is not blank."""
 
 import re
 
-import pytest
 from PIL import Image, ImageStat
 
-from tests.e2e.conftest import run
-from tests.integration.test_pipeline import materialized  # noqa: F401  (fixture)
-
-pytestmark = pytest.mark.slow
-
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--hide-scrollbars",
-    # No network at all: a report that needed a CDN would render blank.
-    "--proxy-server=127.0.0.1:9",
-    "--proxy-bypass-list=<-loopback>",
-]
+from tests.support.browser import FLAGS
+from tests.support.cli import run
 
 
-def test_report_renders_every_chart_offline(materialized, chromium, tmp_path):  # noqa: F811
-    home, *_ = materialized
+def test_report_renders_every_chart_offline(materialized_home, chromium, tmp_path):
+    home, *_ = materialized_home
     page = home.report_path.read_text()
     expected = len(re.findall(r'<div class="chart" id="chart-', page))
     assert expected >= 7

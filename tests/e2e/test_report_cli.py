@@ -8,14 +8,13 @@ import pytest
 from PIL import Image
 
 from pipelines.cli import main
-from tests.conftest import DAY
-from tests.integration.test_pipeline import materialized  # noqa: F401  (fixture)
+from tests.support.homes import DAY
 
 pytestmark = pytest.mark.slow
 
 
-def test_fleet_report_writes_html_png_and_svg(materialized, tmp_path, capsys):  # noqa: F811
-    home, *_ = materialized
+def test_fleet_report_writes_html_png_and_svg(materialized_home, tmp_path, capsys):
+    home, *_ = materialized_home
     out = tmp_path / "out"
     assert main(["report", "--home", str(home.root), "--out", str(out), "--from", DAY, "--to", DAY]) == 0
     assert f"report: {out}/fleet_report.html" in capsys.readouterr().out
@@ -40,15 +39,15 @@ def test_fleet_report_writes_html_png_and_svg(materialized, tmp_path, capsys):  
     } <= set(names)
 
 
-def test_report_never_reads_raw_samples(materialized, tmp_path):  # noqa: F811
-    home, *_ = materialized
+def test_report_never_reads_raw_samples(materialized_copy, tmp_path):
+    home = materialized_copy
     shutil.rmtree(Path(home.lake_uri) / "utilisation_samples")  # the report must not need them
     assert main(["report", "--home", str(home.root), "--out", str(tmp_path / "o")]) == 0
     assert (tmp_path / "o" / "fleet_report.html").exists()
 
 
-def test_report_of_a_range_without_runs_exits_2_and_writes_nothing(materialized, tmp_path, capsys):  # noqa: F811
-    home, *_ = materialized
+def test_report_of_a_range_without_runs_exits_2_and_writes_nothing(materialized_home, tmp_path, capsys):
+    home, *_ = materialized_home
     out = tmp_path / "out"
     code = main(
         ["report", "--home", str(home.root), "--out", str(out), "--from", "2019-01-01", "--to", "2019-01-05"]

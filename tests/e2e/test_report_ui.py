@@ -7,19 +7,15 @@ why they have no value, cards and charts that use the width, a runs list inside 
 import json
 import re
 
-import dagster as dg
 import pytest
 
 from dashboards import charts
 from pipelines.lib import adapters
-from pipelines.orchestrate import run_pipeline
 from synthetic_fleet.sampler import sample_day
 from synthetic_fleet.writers import write_day
-from tests.e2e.conftest import run
-from tests.e2e.test_report_browser import FLAGS
-from tests.integration.test_public_trace_fixtures import PAI_SLICE
+from tests.support.browser import dump_dom, probe_result, with_probe
+from tests.support.homes import PAI_SLICE
 
-pytestmark = pytest.mark.slow
 DAYS = ("2026-11-20", "2026-11-21")
 # Collects what a person would look at, then picks the last synthetic day with the range control (as a person
 # would: the "from" select, a change event) and looks again.
@@ -61,7 +57,7 @@ window.fleetReportReady.then(function () { setTimeout(function () {
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory, hw, models):
+def report(tmp_path_factory, chromium, hw, models, night):
     from pipelines.lib.paths import DataHome
 
     tmp = tmp_path_factory.mktemp("report_ui")
@@ -69,33 +65,15 @@ def report(tmp_path_factory, hw, models):
     for i, day in enumerate(DAYS):
         write_day(sample_day(day, 40, 3 + i, hw, models), home.landing, source="synthetic", fmt="jsonl")
     pai_days = adapters.deliver(adapters.adapt_pai(PAI_SLICE), home)
-    with dg.instance_for_test() as instance:
-        run_pipeline(home, sorted([*DAYS, *pai_days]), instance=instance, progress=lambda m: None)
+    night(home, [*DAYS, *pai_days])
     page = home.report_path.read_text()
-    head, _, tail = page.rpartition("</body>")  # the last one: the Vega bundle's code holds the string too
-    probe = tmp / "probe.html"
-    probe.write_text(head + PROBE + tail)
+    probe = with_probe(page, PROBE, tmp / "probe.html")
     seen = {}
     for width in (1024, 1440):
-        dom = run(
-            [
-                "chromium",
-                *FLAGS,
-                f"--user-data-dir={tmp / f'profile-{width}'}",
-                f"--window-size={width},900",
-                "--enable-logging=stderr",
-                "--virtual-time-budget=40000",
-                "--dump-dom",
-                probe.as_uri(),
-            ],
-            timeout=240,
-        )
-        assert dom.returncode == 0, dom.stderr[-2000:]
+        dom = dump_dom(chromium, probe.as_uri(), tmp / f"profile-{width}", width=width, budget_ms=40000)
         console = [ln for ln in dom.stderr.splitlines() if "CONSOLE" in ln]
         assert not [ln for ln in console if re.search(r"error|uncaught|failed", ln, re.I)], console
-        found = re.search(r'<pre id="probe">(.*?)</pre>', dom.stdout)
-        assert found, dom.stdout[-2000:]
-        seen[width] = (dom.stdout, json.loads(found.group(1).replace("&quot;", '"')))
+        seen[width] = (dom.stdout, probe_result(dom))
     return home, page, seen
 
 

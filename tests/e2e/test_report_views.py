@@ -5,20 +5,15 @@ one legend per heatmap metric, the CPU-vs-Big-Basin view, no sideways scroll, no
 import json
 import re
 
-import dagster as dg
 import polars as pl
 import pytest
 
 from pipelines.lib import adapters
-from pipelines.orchestrate import run_pipeline
 from synthetic_fleet.sampler import DayFleet, sample_day
 from synthetic_fleet.writers import write_day
-from tests.conftest import DAY
-from tests.e2e.conftest import run
-from tests.e2e.test_report_browser import FLAGS
-from tests.integration.test_public_trace_fixtures import PAI_SLICE
+from tests.support.browser import dump_dom, probe_result, with_probe
+from tests.support.homes import DAY, PAI_SLICE
 
-pytestmark = pytest.mark.slow
 XSS = "M1prod</script><script>window.__xss=1</script>"
 PROBE = """<script>
 setTimeout(function () {
@@ -33,7 +28,7 @@ setTimeout(function () {
 
 
 @pytest.fixture(scope="module")
-def views_home(tmp_path_factory, hw, models):
+def views_home(tmp_path_factory, hw, models, night):
     from pipelines.lib.paths import DataHome
 
     tmp = tmp_path_factory.mktemp("views")
@@ -48,35 +43,17 @@ def views_home(tmp_path_factory, hw, models):
     assert runs.filter(pl.col("status") == "failed").height  # the runs list must show a failed run
     write_day(DayFleet(DAY, runs, day.samples), home.landing, source="synthetic", fmt="jsonl")
     pai_days = adapters.deliver(adapters.adapt_pai(PAI_SLICE), home)
-    with dg.instance_for_test() as instance:
-        run_pipeline(home, sorted([DAY, *pai_days]), instance=instance, progress=lambda m: None)
+    night(home, [DAY, *pai_days])
     return home
 
 
 @pytest.fixture(scope="module")
-def report(views_home, tmp_path_factory):
+def report(views_home, chromium, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("probe")
     page = views_home.report_path.read_text()
-    probe = tmp / "probe.html"
-    head, _, tail = page.rpartition("</body>")  # the last one: the Vega bundle's code holds the string too
-    probe.write_text(head + PROBE + tail)
-    dom = run(
-        [
-            "chromium",
-            *FLAGS,
-            f"--user-data-dir={tmp / 'profile'}",
-            "--window-size=1024,900",
-            "--enable-logging=stderr",
-            "--virtual-time-budget=30000",
-            "--dump-dom",
-            probe.as_uri(),
-        ],
-        timeout=240,
-    )
-    assert dom.returncode == 0, dom.stderr[-2000:]
-    found = re.search(r'<pre id="probe">(.*?)</pre>', dom.stdout)
-    assert found, dom.stdout[-2000:]
-    return page, dom.stdout, json.loads(found.group(1).replace("&quot;", '"'))
+    probe = with_probe(page, PROBE, tmp / "probe.html")
+    dom = dump_dom(chromium, probe.as_uri(), tmp / "profile", width=1024, budget_ms=30000)
+    return page, dom.stdout, probe_result(dom)
 
 
 def test_every_chart_is_a_valid_vega_lite_spec(views_home):

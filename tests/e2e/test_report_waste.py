@@ -2,22 +2,16 @@
 with a synthetic day (right-sized from its telemetry) and the PAI trace slice (no utilisation: not judged):
 totals, the chart drawn, the top runs with their evidence, no sideways scroll."""
 
-import json
 import re
 
-import dagster as dg
 import pytest
 
 from pipelines.lib import adapters, lake
-from pipelines.orchestrate import run_pipeline
 from synthetic_fleet.sampler import sample_day
 from synthetic_fleet.writers import write_day
-from tests.conftest import DAY
-from tests.e2e.conftest import run
-from tests.e2e.test_report_browser import FLAGS
-from tests.integration.test_public_trace_fixtures import PAI_SLICE
+from tests.support.browser import dump_dom, probe_result, with_probe
+from tests.support.homes import DAY, PAI_SLICE
 
-pytestmark = pytest.mark.slow
 PROBE = """<script>
 setTimeout(function () {
   var chart = document.getElementById('chart-waste');
@@ -34,37 +28,20 @@ setTimeout(function () {
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory, hw, models):
+def report(tmp_path_factory, chromium, hw, models, night):
     from pipelines.lib.paths import DataHome
 
     tmp = tmp_path_factory.mktemp("waste_report")
     home = DataHome.resolve(tmp / "home")
     write_day(sample_day(DAY, 30, 2021, hw, models), home.landing, source="synthetic", fmt="jsonl")
     pai_days = adapters.deliver(adapters.adapt_pai(PAI_SLICE), home)
-    with dg.instance_for_test() as instance:
-        run_pipeline(home, sorted([DAY, *pai_days]), instance=instance, progress=lambda m: None)
+    night(home, [DAY, *pai_days])
     page = home.report_path.read_text()
-    head, _, tail = page.rpartition("</body>")
-    probe = tmp / "probe.html"
-    probe.write_text(head + PROBE + tail)
+    probe = with_probe(page, PROBE, tmp / "probe.html")
     doms = {}
     for width in (1024, 1440):
-        dom = run(
-            [
-                "chromium",
-                *FLAGS,
-                f"--user-data-dir={tmp / f'profile-{width}'}",
-                f"--window-size={width},900",
-                "--virtual-time-budget=30000",
-                "--dump-dom",
-                probe.as_uri(),
-            ],
-            timeout=240,
-        )
-        assert dom.returncode == 0, dom.stderr[-2000:]
-        found = re.search(r'<pre id="probe">(.*?)</pre>', dom.stdout)
-        assert found, dom.stdout[-2000:]
-        doms[width] = (dom.stdout, json.loads(found.group(1).replace("&quot;", '"')))
+        dom = dump_dom(chromium, probe.as_uri(), tmp / f"profile-{width}", width=width, budget_ms=30000)
+        doms[width] = (dom.stdout, probe_result(dom))
     return home, page, doms
 
 

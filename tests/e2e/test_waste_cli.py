@@ -8,9 +8,9 @@ import pytest
 
 from pipelines.lib import lake
 from pipelines.lib.paths import DataHome
-from tests.e2e.conftest import BIN, run
+from tests.support.cli import BIN, run
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.usefixtures("fleet_cli")  # every test crosses the process boundary
 DAYS = ["2026-11-01", "2026-11-02"]
 
 

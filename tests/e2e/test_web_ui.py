@@ -12,11 +12,11 @@ import urllib.request
 import pytest
 
 from pipelines.lib.paths import PROJECT_ROOT
-from tests.conftest import DAY
-from tests.e2e.conftest import BIN
-from tests.e2e.test_dead_runs import dead_run_home
+from tests.support.cli import BIN
+from tests.support.deadruns import dead_run_home
+from tests.support.homes import DAY
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.usefixtures("fleet_cli")  # every test crosses the process boundary
 LOCATION = "fleet_telemetry"
 
 

@@ -13,36 +13,34 @@ from pathlib import Path
 import psycopg2
 import pytest
 
+from pipelines.cli import main
 from pipelines.lib.paths import PROJECT_ROOT, DataHome
-from tests.e2e.conftest import BIN, run
-from tests.lake_state import RUN_ORDER, assert_same_lakes
-from tests.servers import free_port, postgres_env, postgresql, redis
+from tests.support.cli import BIN, run
+from tests.support.lake_state import RUN_ORDER, assert_same_lakes
+from tests.support.servers import REDIS_PASSWORD, create_database, free_port, postgres_env
 
-pytestmark = pytest.mark.slow
-PASSWORD = "broker-pw-7c1e9"  # must never show in any output
+pytestmark = pytest.mark.usefixtures("fleet_cli")  # every test crosses the process boundary
+PASSWORD = REDIS_PASSWORD  # must never show in any output
+DATABASE = "workers"  # on the session's PostgreSQL server
 DAYS = ["2026-11-17", "2026-11-18", "2026-11-19", "2026-11-20"]
 
 
 @pytest.fixture(scope="module")
-def pg():
-    with postgresql() as port:
-        yield port
+def pg(postgres_server):
+    create_database(postgres_server, DATABASE)
+    return postgres_server
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    with redis(tmp_path_factory.mktemp("redis"), PASSWORD) as url:
-        yield url
+def broker(redis_server):
+    return redis_server
 
 
 @pytest.fixture(scope="module")
 def landing(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("src") / "landing"
-    p = run(
-        [str(BIN / "fleet"), "synth", "--days", "4", "--start", DAYS[0], "--runs-per-day", "6", "--seed", "5"]
-        + ["--out", str(root)]
-    )
-    assert p.returncode == 0, p.stderr
+    synth = ["synth", "--days", "4", "--start", DAYS[0], "--runs-per-day", "6", "--seed", "5"]
+    assert main([*synth, "--out", str(root)]) == 0  # in-process: the nights below cross the processes
     return root
 
 
@@ -69,7 +67,7 @@ def _env(home: DataHome, pg: int, broker: str, **extra: str) -> dict[str, str]:
         "DAGSTER_HOME": str(dh),
         "FLEET_BROKER": broker,
         "DAGSTER_DISABLE_TELEMETRY": "1",
-        **postgres_env(pg),
+        **postgres_env(pg, DATABASE),
         **extra,
     }
 
@@ -111,7 +109,7 @@ def _stop(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
 
 
 def _sql(pg: int, query: str, *params) -> list[tuple]:
-    con = psycopg2.connect(host="127.0.0.1", port=pg, user="dagster", dbname="dagster")
+    con = psycopg2.connect(host="127.0.0.1", port=pg, user="dagster", dbname=DATABASE)
     try:
         cur = con.cursor()
         cur.execute(query, params)

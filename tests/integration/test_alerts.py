@@ -16,7 +16,7 @@ import pipelines.lib.ingest.promote as ingest_module
 from pipelines.defs.partitions import add_days
 from pipelines.defs.resources import AlertWebhook
 from pipelines.lib import alerts
-from tests.conftest import DAY
+from tests.support.homes import DAY
 
 SECRET = "T0000-B0000-not-a-real-token"
 

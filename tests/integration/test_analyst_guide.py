@@ -12,7 +12,6 @@ import pytest
 from pipelines.cli import main
 from pipelines.lib import sqlshell
 from pipelines.lib.paths import PROJECT_ROOT
-from tests.integration.test_pipeline import materialized  # noqa: F401  (fixture)
 
 GUIDE = (PROJECT_ROOT / "docs" / "analyst-guide.md").read_text()
 SQL = re.findall(r"```sql\n(.*?)```", GUIDE, re.S)
@@ -25,15 +24,15 @@ def test_the_guide_has_three_questions_in_sql_and_polars():
 
 
 @pytest.mark.parametrize("i", range(3))
-def test_each_sql_answer_runs_in_fleet_sql(materialized, capsys, i):  # noqa: F811
-    home, *_ = materialized
+def test_each_sql_answer_runs_in_fleet_sql(materialized_home, capsys, i):
+    home, *_ = materialized_home
     assert main(["sql", "--home", str(home.root), "-c", SQL[i]]) == 0
     out = capsys.readouterr().out
     assert re.search(r"\((\d+) rows?\)$", out.strip()) and not out.strip().endswith("(0 rows)")
 
 
-def test_the_python_answers_run_on_the_duckdb_2_api(materialized):  # noqa: F811
-    home, *_ = materialized
+def test_the_python_answers_run_on_the_duckdb_2_api(materialized_home):
+    home, *_ = materialized_home
     scope: dict = {}
     answers = []
     for block in PYTHON:
@@ -54,8 +53,8 @@ def test_the_python_answers_run_on_the_duckdb_2_api(materialized):  # noqa: F811
     scope["con"].close()
 
 
-def test_fleet_sql_reads_stdin_says_what_is_wrong_and_never_writes(materialized, capsys, monkeypatch):  # noqa: F811
-    home, *_ = materialized
+def test_fleet_sql_reads_stdin_says_what_is_wrong_and_never_writes(materialized_home, capsys, monkeypatch):
+    home, *_ = materialized_home
     monkeypatch.setattr("sys.stdin", io.StringIO("SELECT 1 AS a; SELECT 'x;y' AS b;\n"))
     assert main(["sql", "--home", str(home.root)]) == 0
     out = capsys.readouterr().out
@@ -70,8 +69,8 @@ def test_fleet_sql_reads_stdin_says_what_is_wrong_and_never_writes(materialized,
     assert "no analyst catalog" in capsys.readouterr().err
 
 
-def test_interactive_shell_runs_statements_as_they_end(materialized):  # noqa: F811
-    home, *_ = materialized
+def test_interactive_shell_runs_statements_as_they_end(materialized_home):
+    home, *_ = materialized_home
     lines = iter(["SELECT count(*) AS n", "FROM runs;", "SELECT nope;", ".quit", "never read"])
     written: list[str] = []
     with sqlshell.connect(home.catalog_path) as con:

@@ -4,19 +4,6 @@ import pytest
 
 from pipelines.lib import queries
 from pipelines.lib.contracts import contract
-from pipelines.lib.paths import DataHome
-from synthetic_fleet.writers import write_day
-from tests.integration.test_pipeline import materialize_all
-
-
-@pytest.fixture(scope="module")
-def catalog(tmp_path_factory, small_day, definitions):
-    """One materialised data home shared by the query tests (they only read it)."""
-    home = DataHome.resolve(tmp_path_factory.mktemp("queries"))
-    write_day(small_day, home.landing, source="synthetic", fmt="jsonl")
-    instance, *_ = materialize_all(home, definitions)
-    instance.__exit__(None, None, None)
-    return home.catalog_path
 
 
 def test_every_canned_query_is_described():

@@ -5,7 +5,7 @@ import duckdb
 from pipelines.lib import lake
 from pipelines.lib.ingest import ingest_partition
 from pipelines.lib.warehouse import publish_catalog
-from tests.conftest import DAY
+from tests.support.homes import DAY
 
 
 def test_republish_while_an_analyst_reads(landed, hw, small_day):

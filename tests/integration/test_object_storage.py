@@ -21,10 +21,10 @@ from pipelines.lib import lake
 from pipelines.lib.paths import DataHome
 from pipelines.lib.warehouse import publish_catalog
 from synthetic_fleet.writers import write_day
-from tests.conftest import DAY
-from tests.e2e.conftest import BIN
-from tests.lake_state import assert_same as _assert_same
-from tests.lake_state import state as _state
+from tests.support.cli import BIN
+from tests.support.homes import DAY
+from tests.support.lake_state import assert_same as _assert_same
+from tests.support.lake_state import state as _state
 
 
 def _homes(tmp_path, s3_lake) -> tuple[DataHome, DataHome]:
@@ -33,7 +33,6 @@ def _homes(tmp_path, s3_lake) -> tuple[DataHome, DataHome]:
     return local, remote
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("cache_bytes", ["0", str(8 << 30)], ids=["store-read-directly", "local-copies"])
 def test_the_night_on_object_storage_gives_the_local_nights_tables(
     tmp_path, s3_lake, hw, models, cache_bytes, monkeypatch
@@ -216,7 +215,7 @@ def test_the_vacuum_keeps_what_the_published_catalog_reads(landed, hw):
     assert not any(Path(f).exists() for f in read_by_catalog) and all(Path(f).exists() for f in current)
 
 
-@pytest.mark.slow
+@pytest.mark.usefixtures("fleet_cli")
 def test_no_credential_appears_in_any_output(tmp_path, s3_store, s3_lake, small_day):
     home = DataHome(tmp_path / "home", s3_lake)
     write_day(small_day, home.landing, source="synthetic", fmt="jsonl")

@@ -3,10 +3,12 @@
 import datetime as dt
 import json
 import os
+import shutil
 import time
 
 import dagster as dg
 import polars as pl
+from dagster._core.instance.ref import InstanceRef
 from dagster._core.utils import make_new_run_id
 
 import pipelines.lib.ingest.promote as ingest_module
@@ -14,7 +16,7 @@ from pipelines.defs.partitions import add_days
 from pipelines.defs.resources import FleetHome
 from pipelines.lib import lake
 from pipelines.lib.monitoring import landing_inventory
-from tests.conftest import DAY
+from tests.support.homes import DAY
 
 
 def _sensor(d, instance, home, cursor=None):
@@ -153,16 +155,12 @@ def test_partitions_follow_what_landed(home, definitions):
         assert job.partitions_def.get_partition_keys(dynamic_partitions_store=instance) == [*trace_days, DAY]
 
 
-def test_fleet_demo_runs_are_nightly_runs_and_the_sensor_then_has_nothing_to_do(tmp_path, monkeypatch):
-    from pipelines.cli import main
+def test_fleet_demo_runs_are_nightly_runs_and_the_sensor_then_has_nothing_to_do(demo_home, tmp_path):
     from pipelines.definitions import build_defs
     from pipelines.lib.paths import DataHome
 
-    home = DataHome.resolve(tmp_path / "home")
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
-    monkeypatch.setenv("FLEET_HOME", str(home.root))
-    assert main(["demo", "--home", str(home.root), "--days", "2", "--runs-per-day", "6"]) == 0
-    instance = dg.DagsterInstance.get()
+    home, _ = demo_home
+    instance = dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home.root / "dagster_home")))
     try:
         runs = instance.get_runs()
         days = sorted(p.name for p in (home.landing / "synthetic").iterdir())
@@ -174,10 +172,12 @@ def test_fleet_demo_runs_are_nightly_runs_and_the_sensor_then_has_nothing_to_do(
         d = build_defs()
         first = _sensor(d, instance, home)
         assert first.run_requests == [] and set(json.loads(first.cursor)) == set(landing_inventory(home))
-        # A re-delivered file afterwards is still noticed.
-        f = next((home.landing / "synthetic" / days[0]).iterdir())
+        # A re-delivered file afterwards is still noticed (in a copy of the landing: the demo stays as run).
+        copy = DataHome.resolve(tmp_path / "home")
+        shutil.copytree(home.landing, copy.landing)  # copy2: sizes and mtimes kept
+        f = next((copy.landing / "synthetic" / days[0]).iterdir())
         os.utime(f, ns=(time.time_ns(), time.time_ns()))
-        assert [r.partition_key for r in _sensor(d, instance, home, first.cursor).run_requests] == [days[0]]
+        assert [r.partition_key for r in _sensor(d, instance, copy, first.cursor).run_requests] == [days[0]]
     finally:
         instance.dispose()
 

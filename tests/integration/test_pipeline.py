@@ -1,16 +1,13 @@
-"""The whole Dagster graph on one partition, on a temporary instance and a temporary data home."""
+"""The whole Dagster graph on one partition, on a temporary instance and a temporary data home (materialised
+once for the session: tests/conftest.py)."""
 
 import re
 
-import dagster as dg
 import duckdb
 import polars as pl
-import pytest
 
-from pipelines.defs.partitions import add_days
-from pipelines.defs.resources import FleetHome
 from pipelines.lib import lake
-from tests.conftest import DAY
+from tests.support.homes import DAY
 
 VIEWS = [
     "runs",
@@ -31,34 +28,8 @@ VIEWS = [
 ]
 
 
-def materialize_all(home, definitions, day: str = DAY):
-    """Every asset for ``day`` on a temporary instance: daily assets first, then the merged and publish."""
-    graph = definitions.resolve_asset_graph()
-    keys = [k for k in graph.get_all_asset_keys() if graph.get(k).is_materializable]
-    daily = [k for k in keys if graph.get(k).partitions_def is not None]
-    merged = [k for k in keys if graph.get(k).partitions_def is None]
-    resources = {"fleet": FleetHome(home=str(home.root))}
-    instance = dg.instance_for_test()
-    inst = instance.__enter__()
-    add_days(inst, [day])
-    r1 = dg.materialize(
-        definitions.assets, selection=daily, partition_key=day, instance=inst, resources=resources
-    )
-    r2 = dg.materialize(definitions.assets, selection=merged, instance=inst, resources=resources)
-    return instance, r1, r2
-
-
-@pytest.fixture
-def materialized(landed, definitions):
-    instance, r1, r2 = materialize_all(landed, definitions)
-    try:
-        yield landed, r1, r2
-    finally:
-        instance.__exit__(None, None, None)
-
-
-def test_every_asset_materialises_and_every_check_passes(materialized):
-    home, r1, r2 = materialized
+def test_every_asset_materialises_and_every_check_passes(materialized_home):
+    home, r1, r2 = materialized_home
     assert r1.success and r2.success
     checks = r1.get_asset_check_evaluations()
     assert {(c.asset_key.to_user_string(), c.check_name) for c in checks} == {
@@ -73,14 +44,14 @@ def test_every_asset_materialises_and_every_check_passes(materialized):
         ("ingest_ledger", "every_landing_entry_read"),
     }
     assert all(c.passed for c in checks)
-    materialized_keys = {m.asset_key.to_user_string() for m in r1.get_asset_materialization_events()} | {
+    materialised_keys = {m.asset_key.to_user_string() for m in r1.get_asset_materialization_events()} | {
         m.asset_key.to_user_string() for m in r2.get_asset_materialization_events()
     }
-    assert set(VIEWS) | {"analyst_catalog", "fleet_report"} <= materialized_keys
+    assert set(VIEWS) | {"analyst_catalog", "fleet_report"} <= materialised_keys
 
 
-def test_samples_in_equal_accepted_plus_quarantined(materialized, small_day):
-    home, *_ = materialized
+def test_samples_in_equal_accepted_plus_quarantined(materialized_home, small_day):
+    home, *_ = materialized_home
     ledger = lake.read_partition(home, "ingest_ledger", DAY)
     samples = ledger.filter(pl.col("table_name") == "utilisation_samples")
     assert int(samples["rows_in"].sum()) == small_day.samples.height
@@ -90,8 +61,8 @@ def test_samples_in_equal_accepted_plus_quarantined(materialized, small_day):
     assert lake.read_partition(home, "utilisation_samples", DAY).height == int(samples["rows_accepted"].sum())
 
 
-def test_every_view_answers_sql_read_only(materialized):
-    home, *_ = materialized
+def test_every_view_answers_sql_read_only(materialized_home):
+    home, *_ = materialized_home
     con = duckdb.connect(str(home.catalog_path), read_only=True)
     try:
         counts = {v: con.execute(f"SELECT count(*) FROM {v}").fetchone()[0] for v in VIEWS}
@@ -105,8 +76,8 @@ def test_every_view_answers_sql_read_only(materialized):
     assert "One row per training run" in comment
 
 
-def test_views_use_absolute_paths(materialized, tmp_path, monkeypatch):
-    home, *_ = materialized
+def test_views_use_absolute_paths(materialized_home, tmp_path, monkeypatch):
+    home, *_ = materialized_home
     monkeypatch.chdir(tmp_path)  # another working directory must see the same data
     con = duckdb.connect(str(home.catalog_path), read_only=True)
     try:
@@ -115,8 +86,8 @@ def test_views_use_absolute_paths(materialized, tmp_path, monkeypatch):
         con.close()
 
 
-def test_report_is_self_contained(materialized):
-    home, *_ = materialized
+def test_report_is_self_contained(materialized_home):
+    home, *_ = materialized_home
     html = home.report_path.read_text()
     assert not re.search(r"<script[^>]*\bsrc\s*=", html, re.IGNORECASE)  # no external script at all
     assert not re.search(r"<link[^>]*\bhref\s*=\s*[\"']https?:", html, re.IGNORECASE)

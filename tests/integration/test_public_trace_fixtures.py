@@ -1,17 +1,12 @@
 """The public-trace adapters on the slices shipped in tests/fixtures (they run everywhere, unlike the
 full-data tests in test_public_traces.py)."""
 
-from pathlib import Path
-
 import polars as pl
 
 from pipelines.lib import adapters, lake
 from pipelines.lib.ingest import ingest_partition
 from synthetic_fleet.catalog import load_hardware
-
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-PAI_SLICE = FIXTURES / "alibaba_pai_gpu_v2020"
-MLPERF_SLICE = FIXTURES / "mlperf_training_dlrm"
+from tests.support.homes import MLPERF_SLICE, PAI_SLICE
 
 
 def test_pai_slice_maps_jobs_roles_and_machines():

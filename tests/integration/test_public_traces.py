@@ -35,7 +35,7 @@ def _ingest(adapted, home):
     return days
 
 
-@pytest.mark.slow
+@pytest.mark.usefixtures("big_input")
 def test_pai_server_counts_reproduce_the_published_facts(home, definitions):
     _need(PAI)
     days = _ingest(adapters.adapt_pai(PAI), home)
@@ -75,6 +75,7 @@ def test_pai_server_counts_reproduce_the_published_facts(home, definitions):
     assert reasons["out_of_bounds/n_trainers"] == 70
 
 
+@pytest.mark.usefixtures("big_input")  # the whole public trace
 def test_pai_adapter_maps_roles_and_hardware(home):
     _need(PAI)
     adapted = adapters.adapt_pai(PAI)
@@ -85,6 +86,7 @@ def test_pai_adapter_maps_roles_and_hardware(home):
     assert adapted.platforms["pai_v100"]["gpus"] == 8 and adapted.platforms["pai_cpu"]["gpus"] == 0
 
 
+@pytest.mark.usefixtures("big_input")  # the whole public trace
 def test_mlperf_runs_deduplicated_units_normalised_and_the_truncated_log_quarantined(home):
     _need(MLPERF)
     adapted = adapters.adapt_mlperf(MLPERF)

@@ -3,7 +3,6 @@
 import json
 
 from pipelines.cli import main
-from tests.integration.test_canned_queries import catalog  # noqa: F401  (fixture)
 
 
 def _query(capsys, catalog_path, *args):
@@ -11,7 +10,7 @@ def _query(capsys, catalog_path, *args):
     return capsys.readouterr().out
 
 
-def test_query_prints_an_aligned_table(catalog, capsys):  # noqa: F811
+def test_query_prints_an_aligned_table(catalog, capsys):
     out = _query(capsys, catalog, "server_counts_ps_based")
     lines = out.splitlines()
     assert lines[0].split() == [
@@ -34,7 +33,7 @@ def test_query_prints_an_aligned_table(catalog, capsys):  # noqa: F811
     assert all(ln[runs_end - 1] != " " for ln in lines[2:4])
 
 
-def test_query_json_has_numbers_as_numbers(catalog, capsys):  # noqa: F811
+def test_query_json_has_numbers_as_numbers(catalog, capsys):
     rows = json.loads(_query(capsys, catalog, "server_counts_ps_based", "--json"))
     assert len(rows) == 2
     assert rows[0]["runs"] == rows[1]["runs"] > 0  # CPU-cluster runs, counted per role
@@ -43,6 +42,6 @@ def test_query_json_has_numbers_as_numbers(catalog, capsys):  # noqa: F811
         assert isinstance(r["max_servers"], int) and isinstance(r["mean_servers"], float)
 
 
-def test_empty_result_still_names_its_columns(catalog, capsys):  # noqa: F811
+def test_empty_result_still_names_its_columns(catalog, capsys):
     out = _query(capsys, catalog, "files_not_reconciling")
     assert out.splitlines()[-1] == "(0 rows)" and len(out.splitlines()) == 3

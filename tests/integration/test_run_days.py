@@ -6,10 +6,13 @@ import datetime as dt
 import shutil
 
 import dagster as dg
+import pytest
 
 from pipelines.lib import lake
 from pipelines.orchestrate import run_pipeline
-from tests.conftest import DAY
+from tests.support.homes import DAY
+
+pytestmark = pytest.mark.usefixtures("night")  # whole nights, in-process
 
 
 def test_future_days_are_skipped_and_the_days_run_become_partitions(landed):

@@ -7,6 +7,7 @@ import json
 import shutil
 
 import dagster as dg
+import pytest
 
 from pipelines.defs.partitions import add_days
 from pipelines.defs.resources import FleetHome
@@ -15,8 +16,11 @@ from pipelines.lib.paths import DataHome
 from pipelines.lib.settings import DEFAULT_LIMITS
 from synthetic_fleet.sampler import sample_day
 from synthetic_fleet.writers import write_day
-from tests.conftest import DAY
-from tests.lake_state import assert_same_lakes
+from tests.support.homes import DAY
+from tests.support.lake_state import assert_same_lakes
+
+# slices are read in processes of their own, inside the Dagster asset
+pytestmark = pytest.mark.usefixtures("fleet_cli", "night")
 
 
 def _ingest(definitions, home: DataHome, **limits) -> dg.ExecuteInProcessResult:

@@ -134,7 +134,7 @@ def test_headroom_sizing_without_the_workload_is_conservative(hw, models):
     assert 0.8 * total["truth"] <= total["found"] <= total["truth"]
 
 
-@pytest.mark.slow
+@pytest.mark.usefixtures("big_input")
 def test_detection_degrades_with_noise(hw, models):
     """Sample-to-sample noise scaled 1x to 32x: detection holds to 4x, then hot shards are lost first (noise
     clipped at 0 and 1 squeezes the ratios), and the p95 it inflates leaves fewer servers recoverable."""

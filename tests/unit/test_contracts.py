@@ -21,6 +21,7 @@ from pipelines.lib.contracts import (
     key_duplicates,
     validate_rows,
 )
+from tests.support.hypo import examples
 
 VIEWS = [
     "runs",
@@ -269,7 +270,7 @@ def test_every_column_description_says_what_its_values_are():
 _ODD_NUMBERS = st.sampled_from([0.0, 0.5, 1.0, -0.1, 1.7, -5.0, 2e3, math.nan, math.inf, -math.inf, None])
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(data=st.data(), typed=st.booleans(), n=st.integers(1, 12))
 def test_column_statistics_never_change_a_verdict(monkeypatch_module, data, typed, n):
     # The per-batch statistics skip the row-by-row test of columns they prove clean: on batches mixing
@@ -399,7 +400,7 @@ def _batches(draw, table: str) -> pl.DataFrame:
 
 
 @pytest.mark.parametrize("table", ["utilisation_samples", "runs"])
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(data=st.data())
 def test_a_rows_verdict_does_not_depend_on_its_batch(table, data):
     """Validation works on whole columns (one select for every column's first parse, fallbacks only where

@@ -22,8 +22,9 @@ from hypothesis import strategies as st
 from pipelines.lib.ingest import ingest_day
 from pipelines.lib.ingest.readers import csv as csv_reader
 from pipelines.lib.paths import DataHome
-from tests.bigfiles import big_day
-from tests.conftest import DAY
+from tests.support.bigfiles import big_day
+from tests.support.homes import DAY
+from tests.support.hypo import examples
 
 N_ROWS = 100_000
 EARLY, LATE = 3, 93_000
@@ -121,7 +122,7 @@ def outcome(
     return out
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture  # no two tests share a file: per test, so they spread over the processes
 def reference(tmp_path_factory, hw):
     cache: dict = {}
 
@@ -142,7 +143,7 @@ def every_tier_as(want: dict, data: bytes, tmp_path, hw, monkeypatch, what: str)
         assert got["accepted"].equals(want["accepted"]), f"{what} / {label}"
 
 
-@pytest.mark.slow
+@pytest.mark.usefixtures("big_input")
 @pytest.mark.parametrize("at", [EARLY, LATE], ids=["early", "late"])
 @pytest.mark.parametrize("kind", sorted(HOSTILE))
 def test_every_tier_numbers_lines_as_the_reference(kind, at, tmp_path, hw, monkeypatch, reference):
@@ -167,7 +168,7 @@ SMALL_BLOCKS = (
 )
 
 
-@pytest.mark.slow
+@pytest.mark.usefixtures("big_input")
 @pytest.mark.parametrize("at", [EARLY, 50_000, LATE], ids=["early", "middle", "late"])
 @pytest.mark.parametrize("kind", SMALL_BLOCKS)
 def test_every_tier_answers_as_the_reference_across_small_blocks(kind, at, tmp_path, hw, monkeypatch):
@@ -177,7 +178,7 @@ def test_every_tier_answers_as_the_reference_across_small_blocks(kind, at, tmp_p
     every_tier_as(want, data, tmp_path, hw, monkeypatch, f"{kind} at {at}")
 
 
-@pytest.mark.slow
+@pytest.mark.usefixtures("big_input")
 def test_a_malformed_record_blocks_after_the_batch_being_read_is_rejected_alone(tmp_path, hw, monkeypatch):
     """pyarrow parses blocks ahead of the batch it hands out and reports their malformed records early:
     they wait for their place in the numbering (on 54ac153 every tier quarantined the whole file)."""
@@ -261,7 +262,7 @@ _NUMBER_TEXT = st.one_of(
 )
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(text=_NUMBER_TEXT)
 def test_a_number_pyarrow_reads_is_the_number_the_text_parse_gives(text):
     """What the typed tier rests on: every finite value pyarrow's CSV reader gives for a field is, bit for
@@ -295,7 +296,7 @@ def test_a_number_pyarrow_reads_is_the_number_the_text_parse_gives(text):
         assert parsed is not None and struct.pack("<d", parsed) == struct.pack("<d", typed), text
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     lines=st.lists(st.sampled_from([b"", b"a,b", b"1,2", b"  ", b"x" * 9]), min_size=1, max_size=40),
     ends=st.lists(st.sampled_from([b"\n", b"\r\n", b"\r"]), min_size=40, max_size=40),

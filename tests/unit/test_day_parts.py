@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from pipelines.lib import analytics
 from pipelines.lib.analytics import LakeFiles
-from tests.lake_state import assert_same
+from tests.support.hypo import examples
+from tests.support.lake_state import assert_same
 
 DAY = "2026-11-20"
 
@@ -78,7 +79,7 @@ def test_a_day_in_parts_equals_the_day_in_one_file(typed_day, whole, tmp_path, o
 
 
 @settings(
-    max_examples=12,
+    max_examples=examples(12),
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
@@ -116,7 +117,7 @@ def test_quantiles_over_batches_of_runs_equal_them_over_the_whole_day(typed_day,
     _assert_same_day(_day(runs, parts, 1), whole)
 
 
-@settings(max_examples=200, deadline=None, derandomize=True)
+@settings(max_examples=examples(200), deadline=None, derandomize=True)
 @given(
     sizes=st.lists(st.integers(0, 1_000), max_size=40),
     budget=st.integers(1, 3_000),

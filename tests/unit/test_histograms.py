@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from pipelines.lib import analytics, lake
 from pipelines.lib.paths import DataHome
+from tests.support.hypo import examples
 
 UTIL = ["cpu_util", "mem_cap_util", "mem_bw_util", "net_bw_util"]
 values = st.lists(st.floats(min_value=0, max_value=1, allow_nan=False), min_size=1, max_size=60)
@@ -47,7 +48,9 @@ def _summaries(tmp_path, days: list[tuple[list[float], list[float]]]):
     return analytics.merged_summaries(analytics.table_relation(home, "util_distribution"))
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(days=st.lists(st.tuples(values, values), min_size=1, max_size=4))
 def test_merged_quantiles_within_one_bin_of_exact(tmp_path_factory, days):
     summary, _ = _summaries(tmp_path_factory.mktemp("h"), days)
@@ -74,7 +77,9 @@ def test_merged_quantiles_within_one_bin_of_exact(tmp_path_factory, days):
         assert row["iqr_util"] >= 0 and row["upper_tail_util"] >= 0
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(days=st.lists(st.tuples(values, values), min_size=2, max_size=4))
 def test_merging_days_equals_one_pooled_day(tmp_path_factory, days):
     """Splitting the same samples over days changes nothing in the merged summary (except the day range)."""

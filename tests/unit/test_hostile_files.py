@@ -14,7 +14,7 @@ from pipelines.lib import lake
 from pipelines.lib.ingest import day as day_module
 from pipelines.lib.ingest import ingest_day, ingest_partition, reconciliation
 from pipelines.lib.ingest.readers import jsonl
-from tests.conftest import DAY
+from tests.support.homes import DAY
 
 
 def _samples(small_day, n: int, offset: int = 0) -> list[dict]:

@@ -12,7 +12,7 @@ import polars as pl
 
 from pipelines.lib import lake, landing
 from pipelines.lib.ingest import ingest_day, ingest_partition, reconciliation
-from tests.conftest import DAY
+from tests.support.homes import DAY
 
 NEXT_DAY = "2026-11-21"
 

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from pipelines.lib.ingest import dedupe, ingest_day, reconciliation, table_for
 from pipelines.lib.ingest.readers import detect
 from pipelines.lib.settings import DEFAULT_LIMITS
-from tests.conftest import DAY
+from tests.support.homes import DAY
+from tests.support.hypo import examples
 
 
 def _write(home, name, data: bytes, source="producer"):
@@ -220,7 +221,9 @@ def test_extra_fields_are_kept_only_for_rows_finally_accepted(landed, hw, small_
     assert r.extra_fields["fields"].to_list() == ['{"colour":"blue"}']
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     groups=st.lists(st.lists(st.integers(0, 12), min_size=1, max_size=30), min_size=1, max_size=6),
     dead=st.sets(st.integers(0, 5)),

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 from pipelines.lib.ingest import ingest_day
 from pipelines.lib.settings import IngestLimits, Settings
 from synthetic_fleet.writers import write_day
-from tests.conftest import DAY
+from tests.support.homes import DAY
 
 
 def _rows(small_day, n: int) -> list[dict]:

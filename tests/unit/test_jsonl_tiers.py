@@ -24,8 +24,9 @@ from hypothesis import strategies as st
 from pipelines.lib.ingest import ingest_day
 from pipelines.lib.ingest.readers import jsonl
 from pipelines.lib.paths import DataHome
-from tests.bigfiles import big_day
-from tests.conftest import DAY
+from tests.support.bigfiles import big_day
+from tests.support.homes import DAY
+from tests.support.hypo import examples
 
 FORCED = {
     "duckdb": ("duckdb", "precise"),
@@ -226,9 +227,9 @@ def hostile_file(placements: list[tuple[str, int]]) -> bytes:
     return b"\n".join(lines) + b"\n"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture  # no two tests share a file: per test, so they spread over the processes
 def reference(tmp_path_factory, hw):
-    """The precise path's outcome per file, computed once per module."""
+    """The precise path's outcome per file."""
     cache: dict = {}
 
     def get(placements, data, name, monkeypatch):
@@ -254,7 +255,7 @@ def _check(placements, tmp_path, hw, monkeypatch, reference, gz=False, tiers=FOR
     return want
 
 
-@pytest.mark.slow
+@pytest.mark.usefixtures("big_input")
 @pytest.mark.parametrize("at", [EARLY, LATE], ids=["early", "late"])
 @pytest.mark.parametrize("kind", sorted(HOSTILE))
 def test_every_tier_answers_as_the_precise_path(kind, at, tmp_path, hw, monkeypatch, reference):
@@ -263,7 +264,7 @@ def test_every_tier_answers_as_the_precise_path(kind, at, tmp_path, hw, monkeypa
     assert led["rows_in"] == led["rows_accepted"] + led["rows_quarantined"]
 
 
-@pytest.mark.slow
+@pytest.mark.usefixtures("big_input")
 def test_a_gzipped_file_answers_as_the_precise_path(tmp_path, hw, monkeypatch, reference):
     want = _check(
         [("number_written_1.50", LATE), ("unknown_run", EARLY), ("repeats_an_earlier_sample", 50_000)],
@@ -277,9 +278,9 @@ def test_a_gzipped_file_answers_as_the_precise_path(tmp_path, hw, monkeypatch, r
     assert any('"cpu_util": 1.50' in r for r in raws)  # the line as delivered, not re-serialised
 
 
-@pytest.mark.slow
+@pytest.mark.usefixtures("big_input")
 @settings(
-    max_examples=12,
+    max_examples=examples(12),
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],

@@ -16,31 +16,32 @@ def _paper_part(out: str) -> str:
     return out.split("\npublic benchmarks:")[0]
 
 
-def test_calibrate_passes_every_paper_target_and_exits_1_only_for_the_public_ones(capsys):
-    code = main(["calibrate"])
-    out = capsys.readouterr().out
+def test_calibrate_passes_every_paper_target_and_exits_1_only_for_the_public_ones(calibrate_answers):
+    code, out = calibrate_answers["text"]
     paper = _paper_part(out)
     assert "28/28 targets pass" in paper and "FAIL" not in paper
     public_failed = [ln.split()[1] for ln in out.splitlines() if ln.startswith("FAIL  b")]
     assert code == (1 if public_failed else 0) and public_failed == ["b1", "b5"]
-    assert main(["calibrate", "--json"]) == code
-    data = json.loads(capsys.readouterr().out)
+    json_code, json_out = calibrate_answers["json"]
+    assert json_code == code
+    data = json.loads(json_out)
     assert all(t["passed"] for t in data["targets"])
     assert {t["id"] for t in data["targets"]} == {f"t{i}" for i in range(1, 29)}
     assert set(data["coefficients"]) == set(data["coefficient_targets"])
 
 
 @pytest.mark.xfail(strict=True, reason=PUBLIC_FAILS)
-def test_calibrate_passes_every_target(capsys):
-    assert main(["calibrate"]) == 0
-    out = capsys.readouterr().out
+def test_calibrate_passes_every_target(calibrate_answers):
+    code, out = calibrate_answers["text"]
+    assert code == 0
     assert "28/28 targets pass" in out and "FAIL" not in out
 
 
 @pytest.mark.xfail(strict=True, reason=PUBLIC_FAILS)
-def test_calibrate_json_lists_targets_values_and_coefficients(capsys):
-    assert main(["calibrate", "--json"]) == 0
-    data = json.loads(capsys.readouterr().out)
+def test_calibrate_json_lists_targets_values_and_coefficients(calibrate_answers):
+    code, out = calibrate_answers["json"]
+    assert code == 0
+    data = json.loads(out)
     assert data["passed"] and {t["id"] for t in data["targets"]} == {f"t{i}" for i in range(1, 29)}
     assert set(data["coefficients"]) == set(data["coefficient_targets"])
 

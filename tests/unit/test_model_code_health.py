@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
-from pipelines.cli import main
 from synthetic_fleet import defaults, fields
 from synthetic_fleet.catalog import hardware_fields, load_models
 from synthetic_fleet.model import Coefficients, UtilisationShape
@@ -25,15 +25,16 @@ OWNED = [
 OUTSIDE = "../" + "shared"  # spelled in two parts so that a grep of the tree for it finds nothing
 
 
-def test_calibrate_marks_the_targets_that_pass_by_construction(capsys):
+def test_calibrate_marks_the_targets_that_pass_by_construction(calibrate_answers):
     # The exit status also counts the public-benchmark targets (tests/unit/test_model_cli.py checks it).
-    assert main(["calibrate"]) in (0, 1)
-    out = capsys.readouterr().out
+    code, out = calibrate_answers["text"]
+    assert code in (0, 1)
     marked = {line.split()[1] for line in out.splitlines() if line.startswith("PASS*")}
     assert marked == {"t6", "t7", "t27", "t28"} and "28/28 targets pass" in out
     assert "t6, t7, t27, t28 hold by construction" in out
-    assert main(["calibrate", "--json"]) in (0, 1)
-    data = json.loads(capsys.readouterr().out)
+    code, out = calibrate_answers["json"]
+    assert code in (0, 1)
+    data = json.loads(out)
     assert {t["id"] for t in data["targets"] if t["by_construction"]} == marked
 
 
@@ -113,6 +114,7 @@ def test_no_references_outside_the_repository():
         assert OUTSIDE not in text and "anchors note" not in text, path
 
 
+@pytest.mark.usefixtures("fleet_cli")
 def test_yaml_is_not_read_at_import_time():
     code = (
         "import builtins, pathlib, sys\n"
@@ -127,6 +129,7 @@ def test_yaml_is_not_read_at_import_time():
     assert out.stdout.strip() == "[]"
 
 
+@pytest.mark.usefixtures("fleet_cli")
 def test_the_pipeline_reaches_the_catalogs_without_the_sampler():
     code = (
         "import sys\n"

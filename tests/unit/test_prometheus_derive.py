@@ -1,6 +1,6 @@
-"""Runs and utilisation samples derived from a cluster's scrapes (tests/prom_fixtures.py): counters across a
-reset, gaps kept as gaps, a pod restarted on another node, DCGM series by pod and by node (never by the
-exporter's Hostname), UUID and uuid, an unknown NIC speed, roles, statuses, windows; and the ledger,
+"""Runs and utilisation samples derived from a cluster's scrapes (tests/support/prom_fixtures.py): counters
+across a reset, gaps kept as gaps, a pod restarted on another node, DCGM series by pod and by node (never by
+the exporter's Hostname), UUID and uuid, an unknown NIC speed, roles, statuses, windows; and the ledger,
 quarantine and idempotence guarantees for scrape files; and the mapping file's validation."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pipelines.lib import lake
 from pipelines.lib.ingest import ingest_partition, reconciliation
 from pipelines.lib.paths import DataHome
 from pipelines.lib.prometheus.mapping import MappingError, build, ksm_label
-from tests import prom_fixtures as pf
+from tests.support import prom_fixtures as pf
 
 UTC = dt.UTC
 

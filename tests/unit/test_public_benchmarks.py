@@ -71,7 +71,7 @@ def test_b4_multi_node_scaling_within_1_3x(report):
     assert err.max() <= benchmarks.SCALING_WITHIN, report.scaling
 
 
-@pytest.mark.slow
+@pytest.mark.usefixtures("big_input")
 @pytest.mark.xfail(
     strict=True,
     reason="measured worst 1.81x, median 1.11x: a system left out is predicted from the others' software, "

@@ -18,6 +18,7 @@ import sys
 import textwrap
 
 import polars as pl
+import pytest
 
 from pipelines.lib.contracts import contract, resources
 from pipelines.lib.paths import PROJECT_ROOT, SCHEMAS_DIR, SQL_DIR
@@ -116,6 +117,7 @@ FLOW = textwrap.dedent(
 )
 
 
+@pytest.mark.usefixtures("fleet_cli")
 def test_a_resource_added_to_the_contract_flows_through_ingest_analyses_and_charts(tmp_path):
     schemas = tmp_path / "schemas"
     shutil.copytree(SCHEMAS_DIR, schemas)

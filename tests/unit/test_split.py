@@ -38,8 +38,8 @@ from pipelines.lib.partials import part_id
 from pipelines.lib.settings import DEFAULT_LIMITS
 from synthetic_fleet.sampler import sample_day
 from synthetic_fleet.writers import write_day
-from tests.conftest import DAY
-from tests.lake_state import assert_same
+from tests.support.homes import DAY
+from tests.support.lake_state import assert_same
 
 NOW = dt.datetime(2026, 11, 21, 2, 0, tzinfo=dt.UTC)
 
@@ -145,6 +145,7 @@ def test_a_retried_slice_starts_again_and_the_merge_is_unchanged(busy_day, hw):
     whole.discard()
 
 
+@pytest.mark.usefixtures("fleet_cli")
 def test_slices_read_in_processes_of_their_own_give_the_same_day(busy_day, hw):
     whole = ingest_day(busy_day, DAY, hw.platforms, now=NOW)
     want = _frames(whole)
@@ -216,6 +217,7 @@ def _holder(piece: Slice, tmp_path, then: str) -> subprocess.Popen:
     return holder
 
 
+@pytest.mark.usefixtures("fleet_cli")
 def test_a_slice_whose_reader_was_killed_is_read_again(busy_day, hw, tmp_path):
     limits = dataclasses.replace(DEFAULT_LIMITS, slice_bytes=1)
     slices = settle_day(busy_day, DAY, hw.platforms, limits, now=NOW)
@@ -236,6 +238,7 @@ def test_a_slice_whose_reader_was_killed_is_read_again(busy_day, hw, tmp_path):
     merged.discard()
 
 
+@pytest.mark.usefixtures("fleet_cli")
 def test_a_slice_whose_holder_went_silent_is_read_beside_it(busy_day, hw, tmp_path, monkeypatch):
     monkeypatch.setattr(split, "SILENT_S", 2.0)
     limits = dataclasses.replace(DEFAULT_LIMITS, slice_bytes=1)
@@ -307,7 +310,7 @@ def _analyses(day, cache):
     return windows, stats, analytics.util_distribution(runs, samples, stats, DAY, cache)
 
 
-@pytest.mark.slow
+@pytest.mark.usefixtures("big_input")
 def test_a_large_hostile_day_read_in_slices_equals_one_pass(home, hw, models):
     """Hundreds of thousands of samples in 8 files of one source: a bad line 5 lines from the end of the
     7th file (the fast tiers' late-failure case), the last 1,000 samples of the 3rd file delivered again

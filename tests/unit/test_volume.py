@@ -13,7 +13,7 @@ from pipelines.lib import lake
 from pipelines.lib.ingest import day as day_module
 from pipelines.lib.ingest import ingest_day, ingest_partition
 from pipelines.lib.volume import day_volume, failing
-from tests.conftest import DAY
+from tests.support.homes import DAY
 
 
 def _runs(n: int, source: str = "acme", samples: int = 100, interval: float | None = 60.0) -> pl.DataFrame:

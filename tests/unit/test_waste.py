@@ -15,6 +15,7 @@ from pipelines.lib.contracts import contract, resources
 from pipelines.lib.paths import DataHome
 from synthetic_fleet import fields
 from synthetic_fleet.sampler import sample_day
+from tests.support.hypo import examples
 
 T0 = dt.datetime(2026, 11, 20, 0, 0, tzinfo=dt.UTC)
 DAY = "2026-11-20"
@@ -231,7 +232,9 @@ def _analysed(fleet, day: str, hw, models, drop_workload: bool):
     return runs, fleet.samples
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     seeds=st.lists(st.integers(0, 10_000), min_size=2, max_size=3, unique=True),
     runs_per_day=st.integers(2, 6),
@@ -306,7 +309,7 @@ def test_a_days_waste_computes_only_the_tables_asked_for(hw, models):
 _LOADS = st.one_of(st.none(), st.just(float("nan")), st.sampled_from([0.0, 0.4, 0.8, 1.2]), st.floats(0, 2))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(rows=st.lists(st.lists(st.tuples(_LOADS, _LOADS), min_size=9, max_size=9), min_size=0, max_size=12))
 def test_the_binding_resource_is_the_first_closest_to_its_limit(rows):
     """Against a row-by-row reference: scores after / limit (null or NaN: none), the first maximum in contract

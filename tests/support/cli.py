@@ -1,12 +1,11 @@
-"""End-to-end tiers run real subprocesses (the installed `fleet`, `dagster`, Chromium)."""
+"""The installed commands as a user runs them: a subprocess of `fleet` / `dagster` in the project root."""
+
+from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
-
-import pytest
 
 from pipelines.lib.paths import PROJECT_ROOT
 
@@ -18,11 +17,3 @@ def run(
 ) -> subprocess.CompletedProcess:
     full_env = {**os.environ, "DAGSTER_DISABLE_TELEMETRY": "1", **(env or {})}
     return subprocess.run(cmd, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
-
-
-@pytest.fixture(scope="session")
-def chromium() -> str:
-    path = shutil.which("chromium") or shutil.which("chromium-browser")
-    if not path:
-        pytest.fail("chromium is not installed: `make test` installs it (Debian package 'chromium')")
-    return path

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from tests.conftest import DAY
+from tests.support.homes import DAY
 
 SERVERS = 50
 

@@ -188,15 +188,29 @@ def postgresql() -> Iterator[int]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def postgres_env(port: int) -> dict[str, str]:
-    """What dagster_home/dagster.postgres.yaml reads to reach the server on ``port``."""
+def create_database(port: int, name: str) -> str:
+    """A new empty database ``name`` on the server at ``port`` (one per test module sharing the server)."""
+    made = subprocess.run(
+        [f"{_pg_bin()}/createdb", "-h", "127.0.0.1", "-p", str(port), "-U", "dagster", name],
+        capture_output=True,
+        text=True,
+    )
+    assert made.returncode == 0, made.stderr
+    return name
+
+
+def postgres_env(port: int, database: str = "dagster") -> dict[str, str]:
+    """What dagster_home/dagster.postgres.yaml reads to reach ``database`` on the server at ``port``."""
     return {
         "DAGSTER_PG_HOST": "127.0.0.1",
         "DAGSTER_PG_PORT": str(port),
         "DAGSTER_PG_USER": "dagster",
         "DAGSTER_PG_PASSWORD": "",
-        "DAGSTER_PG_DB": "dagster",
+        "DAGSTER_PG_DB": database,
     }
+
+
+REDIS_PASSWORD = "broker-pw-7c1e9"  # the tests' broker password: must never show in any output
 
 
 @contextlib.contextmanager

@@ -40,7 +40,7 @@ MAPPING = {
     "platforms": {"m5.24xlarge": "cpu", "p3dn.24xlarge": "big_basin"},
 }
 FILES = ("kube-state-metrics.om", "node-exporter.om", "dcgm-exporter.om", "pcm.om")
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 def _s(t: dt.datetime) -> str:

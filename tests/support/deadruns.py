@@ -1,0 +1,62 @@
+"""Dagster homes holding runs that `fleet run`s killed with SIGKILL left STARTED."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from dagster._core.instance.ref import InstanceRef
+
+from pipelines.cli import main
+from pipelines.lib.paths import INSTANCE_TEMPLATE, PROJECT_ROOT
+from tests.support.cli import BIN
+
+STARTED = dg.DagsterRunStatus.STARTED
+
+
+def instance_at(dagster_home: Path) -> dg.DagsterInstance:
+    return dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(dagster_home)))
+
+
+def kill_fleet_run_midway(home: Path, dagster_home: Path) -> str:
+    """Start `fleet run` on ``home``, SIGKILL it once its first run is STARTED; returns that run's id."""
+    env = {**os.environ, "DAGSTER_HOME": str(dagster_home), "DAGSTER_DISABLE_TELEMETRY": "1"}
+    proc = subprocess.Popen(
+        [str(BIN / "fleet"), "run", "--home", str(home)],
+        cwd=PROJECT_ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    instance = instance_at(dagster_home)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            runs = instance.get_runs(filters=dg.RunsFilter(statuses=[STARTED]))
+            if runs:
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+                return runs[0].run_id
+            time.sleep(0.05)
+        pytest.fail("`fleet run` never reached a STARTED run")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        instance.dispose()
+
+
+def dead_run_home(tmp_path: Path, runs: int) -> tuple[Path, list[str]]:
+    """A Dagster home with ``runs`` runs left STARTED by SIGKILLed `fleet run`s (of their own data home)."""
+    dh = tmp_path / "dagster_home"
+    dh.mkdir()
+    (dh / "dagster.yaml").write_text(INSTANCE_TEMPLATE.read_text())
+    other = tmp_path / "killed_home"
+    synth = ["synth", "--days", "1", "--start", "2026-11-10", "--runs-per-day", "6", "--out"]
+    assert main([*synth, str(other / "landing")]) == 0  # in-process: only the killed runs need processes
+    return dh, [kill_fleet_run_midway(other, dh) for _ in range(runs)]
