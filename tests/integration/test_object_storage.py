@@ -26,34 +26,42 @@ from tests.support.homes import DAY
 from tests.support.lake_state import assert_same as _assert_same
 from tests.support.lake_state import state as _state
 
+NIGHT_DAYS = ["2026-11-20", "2026-11-21"]
 
-def _homes(tmp_path, s3_lake) -> tuple[DataHome, DataHome]:
-    local = DataHome.resolve(tmp_path / "local")
-    remote = DataHome(tmp_path / "remote", s3_lake)
-    return local, remote
+
+def _night_landing(home: DataHome, hw, models) -> None:
+    """Two synthetic days and a runs file to quarantine."""
+    from synthetic_fleet.sampler import sample_day
+
+    for i, day in enumerate(NIGHT_DAYS):
+        write_day(sample_day(day, 10, 40 + i, hw, models), home.landing, source="synthetic", fmt="jsonl")
+    bad = home.landing / "acme/2026-11-21/runs.jsonl"
+    bad.parent.mkdir(parents=True)
+    bad.write_text('{"run_id": "broken"}\nnot json\n')
+
+
+@pytest.fixture(scope="module")
+def local_night(tmp_path_factory, hw, models) -> dict:
+    """The tables of the night on a local lake: what every night on the store must give."""
+    from pipelines.orchestrate import run_pipeline
+
+    local = DataHome.resolve(tmp_path_factory.mktemp("local") / "home")
+    _night_landing(local, hw, models)
+    run_pipeline(local, NIGHT_DAYS, progress=lambda _: None)
+    return _state(local)
 
 
 @pytest.mark.parametrize("cache_bytes", ["0", str(8 << 30)], ids=["store-read-directly", "local-copies"])
 def test_the_night_on_object_storage_gives_the_local_nights_tables(
-    tmp_path, s3_lake, hw, models, cache_bytes, monkeypatch
+    tmp_path, s3_lake, hw, models, cache_bytes, monkeypatch, local_night
 ):
     from pipelines.orchestrate import run_pipeline
-    from synthetic_fleet.sampler import sample_day
 
     monkeypatch.setenv("FLEET_LAKE_CACHE_BYTES", cache_bytes)
-    local, remote = _homes(tmp_path, s3_lake)
-    days = ["2026-11-20", "2026-11-21"]
-    for i, day in enumerate(days):
-        fleet = sample_day(day, 10, 40 + i, hw, models)
-        for home in (local, remote):
-            write_day(fleet, home.landing, source="synthetic", fmt="jsonl")
-    bad = "acme/2026-11-21/runs.jsonl"  # and something to quarantine
-    for home in (local, remote):
-        (home.landing / bad).parent.mkdir(parents=True)
-        (home.landing / bad).write_text('{"run_id": "broken"}\nnot json\n')
-    for home in (local, remote):
-        run_pipeline(home, days, progress=lambda _: None)
-    want, got = _state(local), _state(remote)
+    remote = DataHome(tmp_path / "remote", s3_lake)
+    _night_landing(remote, hw, models)
+    run_pipeline(remote, NIGHT_DAYS, progress=lambda _: None)
+    want, got = local_night, _state(remote)
     for t in want:
         _assert_same(got[t], want[t], t)
     assert want["runs"].height == 20 and want["quarantine"].height > 0

@@ -15,8 +15,10 @@ fixture built once per module; any other test goes to whichever process is free.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import sys
 import tempfile
 from collections import defaultdict
@@ -83,9 +85,12 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("durations_path"):
         config.pluginmanager.register(_Recorder(Path(config.getoption("durations_path"))), "fleet-durations")
     if config.getoption("dist", "no") == "loadgroup":  # the workers, started after this, inherit it
-        os.environ[GROUPS_ENV] = str(Path(tempfile.mkdtemp(prefix="fleet-test-groups-")) / "groups.json")
+        folder = tempfile.mkdtemp(prefix="fleet-test-groups-")
+        atexit.register(shutil.rmtree, folder, True)
+        os.environ[GROUPS_ENV] = str(Path(folder) / "groups.json")
 
 
+@pytest.hookimpl(optionalhook=True)  # known only when xdist is loaded (not under -p no:xdist)
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
     if config.getoption("dist") == "loadgroup":
         return GroupScheduling(config, log)

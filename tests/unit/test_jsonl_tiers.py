@@ -6,11 +6,14 @@ with the precise path alone, byte for byte: ledger counts and extra columns, qua
 line, reason, field, message, raw record), accepted rows and extra fields.
 
 Small files exercise the tiers' rules quickly; the differential fuzzer builds files larger than DuckDB's
-sample and first batch (100,000+ lines) with hostile lines placed early and late, plus random mixtures.
+sample, many batches and several pyarrow blocks long (16,000 lines at batches of 1,000 and a sample of
+2,048; one gzipped 100,000-line file at the default limits) with hostile lines placed early and late, plus
+random mixtures.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import gzip
 import json
@@ -24,6 +27,7 @@ from hypothesis import strategies as st
 from pipelines.lib.ingest import ingest_day
 from pipelines.lib.ingest.readers import jsonl
 from pipelines.lib.paths import DataHome
+from pipelines.lib.settings import DEFAULT_LIMITS
 from tests.support.bigfiles import big_day
 from tests.support.homes import DAY
 from tests.support.hypo import examples
@@ -36,7 +40,9 @@ FORCED = {
 PRECISE = ("precise",)
 
 
-def outcome(tmp_path, runs: bytes, name: str, data: bytes, hw, monkeypatch, tiers, sample=None) -> dict:
+def outcome(
+    tmp_path, runs: bytes, name: str, data: bytes, hw, monkeypatch, tiers, sample=None, limits=DEFAULT_LIMITS
+) -> dict:
     """What ingest leaves of ``data`` (a landing file named ``name``) beside ``runs`` with ``tiers``."""
     home = DataHome.resolve(tmp_path / "-".join(tiers))
     folder = home.landing / "producer" / DAY
@@ -47,7 +53,7 @@ def outcome(tmp_path, runs: bytes, name: str, data: bytes, hw, monkeypatch, tier
         m.setattr(jsonl, "TIERS", tiers)
         if sample is not None:
             m.setattr(jsonl, "SAMPLE_RECORDS", sample)
-        r = ingest_day(home, DAY, hw.platforms)
+        r = ingest_day(home, DAY, hw.platforms, limits=limits)
     mine = pl.col("source_file").str.ends_with(name)
     out = {
         "ledger": r.ingest_ledger.filter(mine)
@@ -147,14 +153,20 @@ def test_a_regular_file_is_read_by_the_duckdb_tier_alone(tmp_path, small, hw, mo
 
 # ---------------------------------------------------------------- the differential fuzzer: large files
 
-N_LINES = 100_000  # beyond DuckDB's sample (20,480 records) and its first batch
-EARLY, LATE = 3, 93_000
+# The matrix of hostile kinds runs on files of N_LINES at SMALL (batches of 1,000 lines, a DuckDB sample
+# of 2,048 records): a late fault lies past the sample, in the 15th batch and pyarrow's 3rd block, as it
+# lay past the default sample and first block in 100,000 lines (and more batches are crossed). One big
+# case, a gzipped file of BIG_LINES at the default limits, keeps the default sizes honest.
+N_LINES, BIG_LINES = 16_000, 100_000
+EARLY, LATE, BIG_LATE = 3, 14_000, 93_000
+SMALL = dataclasses.replace(DEFAULT_LIMITS, batch_rows=1_000)
+SMALL_SAMPLE = 2_048
 
 
 @functools.cache
-def big_base() -> tuple[bytes, tuple[bytes, ...]]:
-    """A runs file with one run over the whole day and N_LINES samples of it (unique keys), as lines."""
-    runs, frame = big_day(N_LINES)
+def big_base(n: int = N_LINES) -> tuple[bytes, tuple[bytes, ...]]:
+    """A runs file with one run over the whole day and ``n`` samples of it (unique keys), as lines."""
+    runs, frame = big_day(n)
     lines = tuple(line.encode() for line in frame.write_ndjson().splitlines())
     return (json.dumps(runs) + "\n").encode(), lines
 
@@ -219,8 +231,8 @@ CONSUMES = {"two_objects_on_a_line": 2, "two_objects_with_a_space": 2, "bare_cr_
 CONSUMES["far_too_many_rejects"] = 1500
 
 
-def hostile_file(placements: list[tuple[str, int]]) -> bytes:
-    _, base = big_base()
+def hostile_file(placements: list[tuple[str, int]], n: int = N_LINES) -> bytes:
+    _, base = big_base(n)
     lines = list(base)
     for kind, at in sorted(placements, key=lambda p: -p[1]):  # from the end: positions stay valid
         lines[at : at + CONSUMES.get(kind, 1)] = HOSTILE[kind](base, at)
@@ -232,25 +244,31 @@ def reference(tmp_path_factory, hw):
     """The precise path's outcome per file."""
     cache: dict = {}
 
-    def get(placements, data, name, monkeypatch):
-        key = (tuple(placements), name)
+    def get(placements, data, name, monkeypatch, n=N_LINES):
+        key = (tuple(placements), name, n)
         if key not in cache:
-            runs, _ = big_base()
-            cache[key] = outcome(tmp_path_factory.mktemp("ref"), runs, name, data, hw, monkeypatch, PRECISE)
+            runs, _ = big_base(n)
+            tmp = tmp_path_factory.mktemp("ref")
+            cache[key] = outcome(tmp, runs, name, data, hw, monkeypatch, PRECISE, **_sized(n))
         return cache[key]
 
     return get
 
 
-def _check(placements, tmp_path, hw, monkeypatch, reference, gz=False, tiers=FORCED):
-    runs, _ = big_base()
-    data = hostile_file(placements)
+def _sized(n: int) -> dict:
+    """The limits and DuckDB sample a file of ``n`` lines is read with: SMALL for the matrix's files."""
+    return {} if n == BIG_LINES else {"sample": SMALL_SAMPLE, "limits": SMALL}
+
+
+def _check(placements, tmp_path, hw, monkeypatch, reference, gz=False, tiers=FORCED, n=N_LINES):
+    runs, _ = big_base(n)
+    data = hostile_file(placements, n)
     name = "utilisation_samples.jsonl"
     if gz:
         data, name = gzip.compress(data, compresslevel=1), name + ".gz"
-    want = reference(placements, data, name, monkeypatch)
+    want = reference(placements, data, name, monkeypatch, n)
     for label, forced in tiers.items():
-        got = outcome(tmp_path / label, runs, name, data, hw, monkeypatch, forced)
+        got = outcome(tmp_path / label, runs, name, data, hw, monkeypatch, forced, **_sized(n))
         assert_same(got, want, f"{placements} / {label}")
     return want
 
@@ -267,12 +285,13 @@ def test_every_tier_answers_as_the_precise_path(kind, at, tmp_path, hw, monkeypa
 @pytest.mark.usefixtures("big_input")
 def test_a_gzipped_file_answers_as_the_precise_path(tmp_path, hw, monkeypatch, reference):
     want = _check(
-        [("number_written_1.50", LATE), ("unknown_run", EARLY), ("repeats_an_earlier_sample", 50_000)],
+        [("number_written_1.50", BIG_LATE), ("unknown_run", EARLY), ("repeats_an_earlier_sample", 50_000)],
         tmp_path,
         hw,
         monkeypatch,
         reference,
         gz=True,
+        n=BIG_LINES,
     )
     raws = [q["raw_record"] for q in want["quarantine"]]
     assert any('"cpu_util": 1.50' in r for r in raws)  # the line as delivered, not re-serialised
