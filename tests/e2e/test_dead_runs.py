@@ -12,8 +12,7 @@ import dagster as dg
 import pytest
 from dagster._core.utils import make_new_run_id
 
-from pipelines.cli import main
-from pipelines.lib.paths import INSTANCE_TEMPLATE, PROJECT_ROOT
+from pipelines.lib.paths import PROJECT_ROOT
 from pipelines.runs import (
     WAREHOUSE_POOL,
     WORKER_TAG,
@@ -23,7 +22,7 @@ from pipelines.runs import (
     this_worker,
 )
 from tests.support.cli import BIN, run
-from tests.support.deadruns import dead_run_home, instance_at
+from tests.support.deadruns import dead_run_home, instance_and_landing, instance_at
 
 STARTED = dg.DagsterRunStatus.STARTED
 
@@ -117,13 +116,7 @@ def test_dead_run_recovery_frees_the_pool_slots_it_held(definitions):
 
 
 def _pool_home(tmp_path: Path) -> tuple[Path, Path]:
-    dh = tmp_path / "dagster_home"
-    dh.mkdir()
-    (dh / "dagster.yaml").write_text(INSTANCE_TEMPLATE.read_text())
-    home = tmp_path / "home"
-    synth = ["synth", "--days", "1", "--start", "2026-11-10", "--runs-per-day", "4", "--out"]
-    assert main([*synth, str(home / "landing")]) == 0  # in-process: the runs below need the processes
-    return dh, home
+    return instance_and_landing(tmp_path, "home", 4)
 
 
 @pytest.mark.usefixtures("fleet_cli")

@@ -51,12 +51,19 @@ def kill_fleet_run_midway(home: Path, dagster_home: Path) -> str:
         instance.dispose()
 
 
-def dead_run_home(tmp_path: Path, runs: int) -> tuple[Path, list[str]]:
-    """A Dagster home with ``runs`` runs left STARTED by SIGKILLed `fleet run`s (of their own data home)."""
+def instance_and_landing(tmp_path: Path, home_name: str, runs_per_day: int) -> tuple[Path, Path]:
+    """A Dagster home made from the instance template, and a data home with one synthetic landing day
+    (written in-process: only the runs under test need processes of their own)."""
     dh = tmp_path / "dagster_home"
     dh.mkdir()
     (dh / "dagster.yaml").write_text(INSTANCE_TEMPLATE.read_text())
-    other = tmp_path / "killed_home"
-    synth = ["synth", "--days", "1", "--start", "2026-11-10", "--runs-per-day", "6", "--out"]
-    assert main([*synth, str(other / "landing")]) == 0  # in-process: only the killed runs need processes
+    home = tmp_path / home_name
+    synth = ["synth", "--days", "1", "--start", "2026-11-10", "--runs-per-day", str(runs_per_day), "--out"]
+    assert main([*synth, str(home / "landing")]) == 0
+    return dh, home
+
+
+def dead_run_home(tmp_path: Path, runs: int) -> tuple[Path, list[str]]:
+    """A Dagster home with ``runs`` runs left STARTED by SIGKILLed `fleet run`s (of their own data home)."""
+    dh, other = instance_and_landing(tmp_path, "killed_home", 6)
     return dh, [kill_fleet_run_midway(other, dh) for _ in range(runs)]
