@@ -53,10 +53,12 @@ COST_MARKERS: dict[str, str] = {
     "fit": "fits the workload model to every calibration target (`fleet calibrate`)",
 }
 # session fixture -> the xdist group that keeps its tests on one worker (one server start, one build)
+# (a test that uses several goes with the first listed; PostgreSQL and Redis share one group, as the Celery
+# tests use both and the PostgreSQL instance test one of them)
 SHARED_GROUPS: dict[str, str] = {
     "s3_store": "s3",
-    "redis_server": "redis",
-    "postgres_server": "postgres",
+    "postgres_server": "postgres-redis",
+    "redis_server": "postgres-redis",
     "prometheus_server": "prometheus",
     "demo_home": "demo",
     "materialized_home": "materialized",
@@ -119,9 +121,9 @@ def tiers_of(fixturenames: list[str]) -> list[str]:
 def group_of(item: pytest.Item) -> str | None:
     """The xdist group of ``item``: its shared server or home, else its module if it uses a fixture built
     once per module, else none (the test goes wherever a process is free)."""
-    shared = sorted(SHARED_GROUPS[f] for f in item.fixturenames if f in SHARED_GROUPS)
-    if shared:
-        return "+".join(shared)
+    for fixture, group in SHARED_GROUPS.items():
+        if fixture in item.fixturenames:
+            return group
     info = getattr(item, "_fixtureinfo", None)  # pytest keeps the resolved fixtures there
     scopes = {d.scope for defs in (info.name2fixturedefs.values() if info else ()) for d in defs}
     return item.nodeid.split("::", 1)[0] if scopes & {"module", "class", "package"} else None
