@@ -129,7 +129,7 @@ def group_of(item: pytest.Item) -> str | None:
     return item.nodeid.split("::", 1)[0] if scopes & {"module", "class", "package"} else None
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+@pytest.hookimpl(tryfirst=True)  # the markers must be there before -m deselects by them
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     groups: dict[str, str] = {}
     for item in items:
@@ -138,10 +138,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(name)
         if tiers:
             item.add_marker("slow")
-        group = group_of(item)
-        if group:
-            item.add_marker(pytest.mark.xdist_group(group))
-        groups[item.nodeid] = group or item.nodeid
+        groups[item.nodeid] = group_of(item) or item.nodeid
     items[:] = longest_first(items, groups, recorded_seconds())
     if hasattr(config, "workerinput") and os.environ.get(GROUPS_ENV):
         out = Path(os.environ[GROUPS_ENV])
