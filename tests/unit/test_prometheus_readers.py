@@ -15,8 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pipelines.lib.ingest.readers import detect, openmetrics, prom_json
 from pipelines.lib.ingest.readers.base import ROW, FileInfo, FileProblem, Source
+from tests.support.homes import FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 TS_MS = 1795132800123  # 2026-11-20T00:00:00.123Z
 
 
