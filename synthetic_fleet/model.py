@@ -543,21 +543,54 @@ def _rows(x: pl.DataFrame, hw: Hw, coef: Coefficients) -> Rows:
     )
 
 
+# The coefficients the per-workload stage reads: coefficient sets equal in these share one preparation.
+WORKLOAD_COEFFICIENTS = ("gemm_half_cpu", "gemm_half_gpu")
+
+
+def _prepared(frame: pl.DataFrame, hw: HardwareCatalog, coef: Coefficients) -> tuple[pl.DataFrame, Hw]:
+    """The rows with their fit, hardware and per-example quantities, and the hardware as arrays."""
+    base = _with_hardware(fit_frame(frame, hw), hw)
+    x = _per_example(_with_defaults(base), coef)
+    figures = x.select(pl.col(f"hw_{k}").fill_null(np.nan) for k in HW_KEYS)  # one select, not one per column
+    return x, Hw(**{k: figures.get_column(f"hw_{k}").to_numpy() for k in HW_KEYS})
+
+
+def _evaluated(
+    x: pl.DataFrame, arrays: Hw, hw: HardwareCatalog, coef: Coefficients
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Every stage's outputs for prepared rows, and which rows have a prediction (they fit and run)."""
+    fits = x.get_column("fits").fill_null(False).to_numpy()
+    ps = hw.platform(hw.remote_ps_platform)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # masked branches of np.where
+        out = _evaluate(_rows(x, arrays, coef), arrays, ps, coef, hw.hbm_reserve)
+    return out, fits & np.isfinite(out["throughput_eps"]) & (out["throughput_eps"] > 0)
+
+
+def throughput_draws(frame: pl.DataFrame, hw: HardwareCatalog, coefs: list[Coefficients]) -> np.ndarray:
+    """(len(coefs), rows) throughput in examples/s under each coefficient set, NaN where predict_frame
+    gives none: predict_frame's throughput, with the rows prepared once for all the sets (they may differ
+    in anything but WORKLOAD_COEFFICIENTS)."""
+    if not coefs:
+        return np.empty((0, frame.height))
+    differ = [k for k in WORKLOAD_COEFFICIENTS if len({getattr(c, k) for c in coefs}) > 1]
+    if differ:
+        raise ValueError(f"coefficient sets that differ in {', '.join(differ)} need a predict_frame each")
+    x, arrays = _prepared(frame, hw, coefs[0])
+    draws = []
+    for coef in coefs:  # one vectorised evaluation per set
+        out, keep = _evaluated(x, arrays, hw, coef)
+        draws.append(np.where(keep, out["throughput_eps"], np.nan))
+    return np.vstack(draws)
+
+
 def predict_frame(frame: pl.DataFrame, hw: HardwareCatalog, coef: Coefficients = DEFAULT) -> pl.DataFrame:
     """Predict throughput, bottleneck, per-role utilisation and power for every row of ``frame``.
 
     The model-only workload columns (``lookup_power_law_alpha``, ``precision``, ``optimizer``,
     ``kernels``, ``dcn_layers``, ``dcn_rank``) are optional (defaults in synthetic_fleet.defaults).
     """
-    base = _with_hardware(fit_frame(frame, hw), hw)
-    x = _per_example(_with_defaults(base), coef)
-    figures = x.select(pl.col(f"hw_{k}").fill_null(np.nan) for k in HW_KEYS)  # one select, not one per column
-    arrays = Hw(**{k: figures.get_column(f"hw_{k}").to_numpy() for k in HW_KEYS})
-    fits = x.get_column("fits").fill_null(False).to_numpy()
-    ps = hw.platform(hw.remote_ps_platform)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # masked branches of np.where
-        out = _evaluate(_rows(x, arrays, coef), arrays, ps, coef, hw.hbm_reserve)
-    keep = fits & np.isfinite(out["throughput_eps"]) & (out["throughput_eps"] > 0)
+    x, arrays = _prepared(frame, hw, coef)
+    out, keep = _evaluated(x, arrays, hw, coef)
     cols = [
         pl.Series(k, np.where(keep & np.isfinite(v), v, np.nan), nan_to_null=True)
         for k, v in out.items()

@@ -24,7 +24,7 @@ import polars as pl
 from synthetic_fleet import fields
 from synthetic_fleet.bottlenecks import BOTTLENECKS
 from synthetic_fleet.catalog import HardwareCatalog, ModelSpec
-from synthetic_fleet.model import DEFAULT, Coefficients, predict_frame
+from synthetic_fleet.model import DEFAULT, Coefficients, predict_frame, throughput_draws
 from synthetic_fleet.sizing import size_servers, system_row, workload_of_model
 
 OBJECTIVES = ("throughput", "perf_per_watt")
@@ -160,8 +160,6 @@ def _conformal(resid: np.ndarray, fold: np.ndarray) -> tuple[tuple[float, float]
 def fit_correction(fleet: Fleet, hw: HardwareCatalog, coef: Coefficients = DEFAULT) -> Correction:
     """Fit the residual model on the fleet's runs, cross-validate it by model family, keep it only for
     the options where it wins, and calibrate the band on the held-out residuals of what is used."""
-    from sklearn.model_selection import GroupKFold
-
     runs = fleet.runs
     p50 = predict_frame(runs, hw, coef)["throughput_eps"].fill_null(np.nan).to_numpy() if runs.height else []
     p50 = np.asarray(p50, dtype=float)
@@ -176,6 +174,8 @@ def fit_correction(fleet: Fleet, hw: HardwareCatalog, coef: Coefficients = DEFAU
             "coverage not measured"
         )
         return Correction(None, [], runs.height, n_groups, None, None, None, note)
+    from sklearn.model_selection import GroupKFold  # 1.7 s to import: only where there is a fit
+
     y = np.log(runs["throughput_eps"].to_numpy() / p50)
     options = sorted(set(_option(runs)))
     X = _feature_frame(runs, p50, options)
@@ -254,27 +254,18 @@ def analytic_band(
 ) -> np.ndarray:
     """(rows, 3) P10/P50/P90 throughput from coefficient draws (one model evaluation per draw)."""
     rng = np.random.default_rng(seed)
-    draws = [
-        predict_frame(
-            frame,
-            hw,
-            replace(
-                coef,
-                **{
-                    k: getattr(coef, k) * float(rng.lognormal(0, COEF_SPREAD))
-                    for k in SAMPLED
-                    if k != "kappa"
-                },
-                kappa=float(rng.uniform(0.1, 0.6)),
-            ),
-        )["throughput_eps"]
-        .fill_null(np.nan)
-        .to_numpy()
+    coefs = [
+        replace(
+            coef,
+            **{k: getattr(coef, k) * float(rng.lognormal(0, COEF_SPREAD)) for k in SAMPLED if k != "kappa"},
+            kappa=float(rng.uniform(0.1, 0.6)),
+        )
         for _ in range(BAND_SAMPLES)
     ]
+    draws = throughput_draws(frame, hw, coefs)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # rows that do not fit are all-NaN
-        return np.nanpercentile(np.vstack(draws), [10, 50, 90], axis=0).T
+        return np.nanpercentile(draws, [10, 50, 90], axis=0).T
 
 
 def _counterfactual_kind(frame: pl.DataFrame, bottleneck: np.ndarray, hw: HardwareCatalog) -> np.ndarray:

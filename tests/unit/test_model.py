@@ -181,3 +181,39 @@ def test_per_example_quantities_once_per_shape_equal_them_row_by_row(hw, models)
     each = model._per_workload(base, DEFAULT)
     assert base.select(pl.struct(model.WORKLOAD_SHAPE).n_unique()).item() < base.height
     assert once.columns == each.columns and once.equals(each, null_equal=True)
+
+
+def test_throughput_draws_equal_one_prediction_per_coefficient_set(hw, models):
+    # The recommender's band evaluates 48 coefficient draws on rows prepared once: each draw is bit-identical
+    # to predict_frame under it, rows that do not fit included (NaN for none).
+    from dataclasses import replace
+
+    from synthetic_fleet.model import WORKLOAD_COEFFICIENTS, predict_frame, throughput_draws
+
+    rows = [
+        system(models[m], p, pl_)
+        for m in models
+        for p in ("cpu", "big_basin", "zion")
+        for pl_ in hw.platforms[p].placements
+    ]
+    frame = pl.DataFrame(rows)
+    rng = np.random.default_rng(3)
+    coefs = [
+        replace(
+            DEFAULT,
+            eta_mlp_gpu=DEFAULT.eta_mlp_gpu * rng.lognormal(0, 0.3),
+            eta_net=DEFAULT.eta_net * rng.lognormal(0, 0.3),
+            kappa=float(rng.uniform(0.1, 0.6)),
+            host_copy_gbps=rng.uniform(2, 20),
+        )
+        for _ in range(6)
+    ]
+    got = throughput_draws(frame, hw, coefs)
+    want = np.vstack(
+        [predict_frame(frame, hw, c)["throughput_eps"].fill_null(np.nan).to_numpy() for c in coefs]
+    )
+    assert got.shape == (6, frame.height) and np.isnan(want).any() and not np.isnan(want).all()
+    np.testing.assert_array_equal(got, want)
+    assert len({tuple(r) for r in np.nan_to_num(got)}) == 6  # the draws do differ
+    with pytest.raises(ValueError, match=WORKLOAD_COEFFICIENTS[0]):
+        throughput_draws(frame, hw, [DEFAULT, replace(DEFAULT, gemm_half_cpu=DEFAULT.gemm_half_cpu * 2)])
