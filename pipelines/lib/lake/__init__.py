@@ -46,6 +46,9 @@ COMMIT_WAIT_S = 600  # longest wait for another writer of the same day to commit
 COMMIT_LEASE_S = 120  # a commit lock a killed writer left is taken over after this (a commit takes < 1 s)
 VACUUM_RETENTION_HOURS = 24  # files a commit removed stay this long: analysts' open catalogs still read them
 CACHE_KEEP_S = 3600  # a cached copy used (read or written) this recently stays, whatever the cache's size
+# Every reader opens a table by replaying its log from the last checkpoint: Delta's default of one per 100
+# commits made an open cost 0.3 ms per commit (a lake of 95 days: 17 ms each, 40 s of a 71 s backfill).
+CHECKPOINT_INTERVAL = 10
 
 __all__ = [
     "ConcurrentWrite",
@@ -140,6 +143,7 @@ class Lake:
                 partition_by=[c.partitioned_by] if c.partitioned_by else None,
                 mode="ignore",
                 storage_options=self.options,
+                configuration={"delta.checkpointInterval": str(CHECKPOINT_INTERVAL)},
             )
         created = self._open(table)
         if created is None:
