@@ -3,28 +3,30 @@ night, atomic day replaces, concurrent writers, and credentials that never show.
 
 from __future__ import annotations
 
-import datetime as dt
+import json
 import os
 import subprocess
+import sys
 import threading
 import time
 import uuid
 from pathlib import Path
 
 import duckdb
-import polars as pl
 import pyarrow.parquet as pq
 import pytest
 from polars.testing import assert_frame_equal
 
 from pipelines.lib import lake
-from pipelines.lib.paths import DataHome
+from pipelines.lib.paths import PROJECT_ROOT, DataHome
 from pipelines.lib.warehouse import publish_catalog
 from synthetic_fleet.writers import write_day
+from tests.support import lake_writers
 from tests.support.cli import BIN
 from tests.support.homes import DAY
 from tests.support.lake_state import assert_same as _assert_same
 from tests.support.lake_state import state as _state
+from tests.support.lake_writers import hist_rows
 
 NIGHT_DAYS = ["2026-11-20", "2026-11-21"]
 
@@ -87,13 +89,13 @@ def _store(tmp_path: Path, s3_lake: str, backend: str) -> lake.Lake:
 def test_writers_of_different_days_commit_together_of_the_same_day_one_at_a_time(tmp_path, s3_lake, backend):
     store = _store(tmp_path, s3_lake, backend)
     table = "server_count_hist"
-    store.publish_day(table, "2026-11-01", lake.to_arrow(_hist_rows(1), table))  # the table exists
+    store.publish_day(table, "2026-11-01", lake.to_arrow(hist_rows(1), table))  # the table exists
     writers = {"a": ("2026-11-02", 2), "b": ("2026-11-03", 3), "c": ("2026-11-04", 4), "d": ("2026-11-04", 5)}
     barrier = threading.Barrier(len(writers))
     results: dict[str, object] = {}
 
     def writer(name: str, day: str, rows: int) -> None:
-        frame = lake.to_arrow(_hist_rows(rows), table)
+        frame = lake.to_arrow(hist_rows(rows), table)
         barrier.wait()
         try:
             results[name] = store.publish_day(table, day, frame)
@@ -114,27 +116,40 @@ def test_writers_of_different_days_commit_together_of_the_same_day_one_at_a_time
     assert store.version(table) == 5
 
 
-def _hist_rows(n: int) -> pl.DataFrame:
-    """``n`` rows of server_count_hist (runs with 1..n trainers)."""
-    return pl.DataFrame(
-        {
-            "day": [dt.date(2026, 11, 1)] * n,
-            "source": ["synthetic"] * n,
-            "platform": ["cpu"] * n,
-            "model_name": ["M1prod"] * n,
-            "ps_based": [True] * n,
-            "role": ["trainer"] * n,
-            "n_servers": list(range(1, n + 1)),
-            "n_runs": [1] * n,
-        }
-    )
+@pytest.mark.usefixtures("fleet_cli")  # the writers are processes of their own, as two nights' are
+@pytest.mark.parametrize("backend", ["local", "s3"])
+def test_two_processes_replacing_50_days_each_in_one_table_land_every_commit(tmp_path, s3_lake, backend):
+    # Delta judges an overwrite against every file of the snapshot it read, so a writer of another day
+    # that commits first used to fail it ("a concurrent transaction deleted data this operation read").
+    store = _store(tmp_path, s3_lake, backend)
+    table = lake_writers.TABLE
+    store.publish_day(table, "2026-01-01", lake.to_arrow(hist_rows(1), table))  # the table exists
+    start_at = time.time() + 3  # both interpreters are up by then
+    firsts = ["2026-02-01", "2026-05-01"]
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.support.lake_writers", store.uri, first, "50", str(start_at)],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=PROJECT_ROOT,
+        )
+        for first in firsts
+    ]
+    said = [json.loads(w.communicate(timeout=600)[0]) for w in writers]
+    assert [s["errors"] for s in said] == [[], []] and [s["landed"] for s in said] == [100, 100], said
+    counts = store.row_counts(table)
+    for first in firsts:  # every day holds its replace, in one file
+        for day in lake_writers.days(first, 50):
+            assert counts[day] == 3, day
+    assert len(store.files(table)) == 1 + 100
+    assert store.version(table) == 1 + 200  # the creation, the first day, and every writer's commit
 
 
 @pytest.mark.parametrize("backend", ["local", "s3", "s3-cached"])
 def test_a_reader_polling_during_replaces_sees_the_old_or_the_new_day_only(tmp_path, s3_lake, backend):
     store = _store(tmp_path, s3_lake, backend)
     table = "server_count_hist"
-    small, big = lake.to_arrow(_hist_rows(2), table), lake.to_arrow(_hist_rows(7), table)
+    small, big = lake.to_arrow(hist_rows(2), table), lake.to_arrow(hist_rows(7), table)
     store.publish_day(table, DAY, small)
     stop = threading.Event()
     seen: set[int] = set()
@@ -165,9 +180,9 @@ def test_local_copies_of_the_stores_files_read_as_the_store_and_stay_within_thei
     cache = tmp_path / "cache"
     writer = lake.Lake(s3_lake, cache, 1 << 30)
     staged = tmp_path / "staged.parquet"
-    pq.write_table(lake.to_arrow(_hist_rows(3), table), staged)
+    pq.write_table(lake.to_arrow(hist_rows(3), table), staged)
     writer.publish_day(table, "2026-11-02", staged)  # a staged day: uploaded, then kept as the copy
-    writer.publish_day(table, "2026-11-03", lake.to_arrow(_hist_rows(4), table))  # a frame: the same
+    writer.publish_day(table, "2026-11-03", lake.to_arrow(hist_rows(4), table))  # a frame: the same
     uris = writer.files(table)
     paths = writer.readable(uris)
     assert not staged.exists() and len(paths) == 2

@@ -30,7 +30,6 @@ from xdist.scheduler import LoadScopeScheduling
 # fixture -> the cost marker a test that uses it gets
 COST_FIXTURES: dict[str, str] = {
     "fleet_cli": "subprocess",
-    "process_boundary": "subprocess",
     "demo_home": "subprocess",
     "chromium": "browser",
     "s3_store": "server",

@@ -3,7 +3,7 @@
 One interface owns the layout (``<lake>/<table>/day=YYYY-MM-DD/part-*.parquet``, the partition column kept in
 the files too, so DuckDB reads them as they are), the atomic publish of a day (one Delta commit that removes
 the day's files and adds the new ones: readers see the old day or the new one, never a mix; writers of
-different days commit concurrently, of the same day one wins and the other gets ``CommitFailedError``),
+different days commit concurrently, of the same day one after the other, the last one whole),
 listing (days, row counts from the log), versions, what DuckDB and the analyst views read (the snapshot's
 files), locks, and the vacuum policy. Callers never build a lake path themselves.
 
@@ -19,10 +19,11 @@ import errno
 import functools
 import json
 import os
+import random
 import shutil
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import polars as pl
@@ -49,6 +50,7 @@ CACHE_KEEP_S = 3600  # a cached copy used (read or written) this recently stays,
 # Every reader opens a table by replaying its log from the last checkpoint: Delta's default of one per 100
 # commits made an open cost 0.3 ms per commit (a lake of 95 days: 17 ms each, 40 s of a 71 s backfill).
 CHECKPOINT_INTERVAL = 10
+COMMIT_ATTEMPTS = 40  # a commit that loses to other days' writers is built again this often (about 30 s)
 
 __all__ = [
     "ConcurrentWrite",
@@ -65,7 +67,7 @@ __all__ = [
 
 
 class ConcurrentWrite(RuntimeError):
-    """Another writer committed a change to the same day (or table) first; ours was not applied."""
+    """Other writers' commits kept getting in first, every attempt; ours was not applied."""
 
 
 class OtherSchema(Unavailable):
@@ -171,40 +173,55 @@ class Lake:
         except BaseException:
             self._unplace(table, adds)
             raise
-        with self._committing(table, f"day {day}", adds, f"{table}.day={day}") as delta:
+        partition_by = [contract(table).partitioned_by]
+
+        def replace_day(delta: DeltaTable) -> None:
             delta.create_write_transaction(
                 adds,
                 mode="overwrite",
                 schema=delta.schema(),
-                partition_by=[contract(table).partitioned_by],
+                partition_by=partition_by,
                 partition_filters=[("day", "=", day)],
             )
+
+        self._commit(table, f"day {day}", adds, f"{table}.day={day}", replace_day)
         return sum(_rows(a) for a in adds)
 
     def write_table(self, table: str, data: pa.Table) -> int:
         """Replace an unpartitioned table whole, in one commit; returns its rows."""
         self._create(table)
         add = self._place(table, "", data, {})
-        with self._committing(table, "the table", [add], table) as delta:
+
+        def replace_table(delta: DeltaTable) -> None:
             delta.create_write_transaction([add], mode="overwrite", schema=delta.schema())
+
+        self._commit(table, "the table", [add], table, replace_table)
         return _rows(add)
 
-    @contextlib.contextmanager
-    def _committing(self, table: str, what: str, adds: list[AddAction], lock: str) -> Iterator[DeltaTable]:
-        """The table's current snapshot to commit ``add`` against, under the lock of what it replaces: an
-        overwrite removes the files of the snapshot it was built on, so two writers of one day must not
-        build on the same one (both files would stay). If a conflicting commit still gets in first, our
-        file is removed and the caller told."""
+    def _commit(
+        self, table: str, what: str, adds: list[AddAction], lock: str, write: Callable[[DeltaTable], None]
+    ) -> None:
+        """``write`` the commit of ``adds`` against the table's current snapshot, under the lock of what it
+        replaces: an overwrite removes the files of the snapshot it was built on, so two writers of one day
+        must not build on the same one (both files would stay).
+
+        Delta judges an overwrite against every file of the snapshot it read, so a writer of another day that
+        commits first fails ours too ("a concurrent transaction deleted data this operation read"). Holding
+        this day's lock, the conflict is not with our day: the commit is built again on the new snapshot and
+        retried. If every attempt loses, our files are removed and the caller told."""
         with self.lock(lock, timeout_s=COMMIT_WAIT_S, lease_s=COMMIT_LEASE_S):
-            delta = self._open(table)
-            try:
-                yield delta
-            except CommitFailedError as exc:
-                self._unplace(table, adds)
-                raise ConcurrentWrite(
-                    f"{self.table_uri(table)}: another writer replaced {what} at the same time and committed "
-                    f"first; this write was not applied (run it again to replace theirs): {exc}"
-                ) from exc
+            for attempt in range(COMMIT_ATTEMPTS):
+                try:
+                    write(self._open(table))
+                    return
+                except CommitFailedError as exc:
+                    lost = exc
+                    time.sleep(random.uniform(0, min(1.0, 0.01 * 2**attempt)))  # writers spread out
+            self._unplace(table, adds)
+            raise ConcurrentWrite(
+                f"{self.table_uri(table)}: {COMMIT_ATTEMPTS} attempts to replace {what} each lost to another "
+                f"writer's commit; this write was not applied (run it again): {lost}"
+            ) from lost
 
     def _unplace(self, table: str, adds: list[AddAction]) -> None:
         """Remove files placed for a commit that will not happen."""
