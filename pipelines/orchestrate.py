@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import dagster as dg
 from dagster._utils.interrupts import check_captured_interrupt  # Dagster keeps a signal it captured here
+from filelock import FileLock
 
 from pipelines.defs.partitions import add_days, split_complete
 from pipelines.lib import cache, lake
@@ -133,7 +134,23 @@ def ensure_instance(home: DataHome) -> dg.DagsterInstance:
         os.makedirs(dh, exist_ok=True)
         shutil.copyfile(INSTANCE_TEMPLATE, cfg)
     os.environ.setdefault("DAGSTER_DISABLE_TELEMETRY", "1")
-    return dg.DagsterInstance.get()
+    with _setup_lock(dh):  # two first nights: one creates and migrates the databases, the other opens them
+        instance = dg.DagsterInstance.get()
+        instance.get_runs(limit=1)
+    return instance
+
+
+def add_partitions(instance: dg.DagsterInstance, days: Sequence[str]) -> list[str]:
+    """``days`` as partitions of the instance, those that are not yet, one night at a time; the days added."""
+    with _setup_lock(instance.root_directory):
+        return add_days(instance, days)
+
+
+def _setup_lock(dagster_home: str) -> FileLock:
+    """The lock of what two nights at once must not do together in one instance: create its SQLite
+    databases (two creators leave two alembic heads, and every later night fails) and add the same
+    partitions (one of two inserts of a key fails)."""
+    return FileLock(os.path.join(dagster_home, ".fleet-setup.lock"))
 
 
 def nightly_job() -> dg.JobDefinition:
@@ -241,7 +258,7 @@ def _run_all(
         progress(
             f"  skipped {', '.join(early)}: not over yet (UTC), so not a day partition yet; run it tomorrow"
         )
-    added = add_days(instance, days)
+    added = add_partitions(instance, days)
     if added:
         progress(f"  added {len(added)} landed day(s) as partitions ({added[0]} .. {added[-1]})")
     job, daily, merged = _graph()

@@ -1,0 +1,43 @@
+"""Two nights started together on one data home (cron and an operator): neither fails, and the data home
+stays usable. Dagster creates an instance's SQLite databases on first use; two creators at once left two
+alembic heads (every later night failed) or inserted the same partition twice."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from pipelines.lib.paths import PROJECT_ROOT, DataHome
+from tests.support.cli import BIN, run
+
+DAYS = ["2026-11-20", "2026-11-21"]
+
+
+@pytest.mark.usefixtures("fleet_cli")
+def test_first_nights_at_once_create_one_instance_and_a_later_night_runs(tmp_path, small_day):
+    env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}  # each home's own instance
+    for attempt in range(3):  # the race was lost about one time in five with two processes
+        home = tmp_path / f"home{attempt}"
+        start_at = time.time() + 4  # every interpreter is up by then
+        nights = [
+            subprocess.Popen(
+                [sys.executable, "-m", "tests.support.instance_setup", str(home), str(start_at), *DAYS],
+                cwd=PROJECT_ROOT,
+                env=env,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(4)
+        ]
+        said = [n.communicate(timeout=300)[1] for n in nights]
+        assert [n.returncode for n in nights] == [0] * 4, said
+    from synthetic_fleet.writers import write_day
+
+    home = DataHome.resolve(tmp_path / "home2")
+    write_day(small_day, home.landing)
+    night = run([str(BIN / "fleet"), "run", "--home", str(home.root)], env={"DAGSTER_HOME": ""})
+    assert night.returncode == 0 and "Traceback" not in night.stderr, night.stderr[-3000:]
