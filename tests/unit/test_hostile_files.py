@@ -14,6 +14,7 @@ from pipelines.lib import lake
 from pipelines.lib.ingest import day as day_module
 from pipelines.lib.ingest import ingest_day, ingest_partition, reconciliation
 from pipelines.lib.ingest.readers import jsonl
+from synthetic_fleet.writers import write_day
 from tests.support.homes import DAY
 
 
@@ -201,3 +202,24 @@ def test_a_file_that_never_stops_changing_is_quarantined_whole(landed, hw, small
     assert q.select("row_number", "reason_code").rows() == [(0, "file_unstable")]
     assert "still writing" in q["message"][0]
     assert reconciliation(r.ingest_ledger).height == 0
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_a_column_with_an_empty_name_is_an_extra_column_and_every_row_is_read(home, hw, small_day, fmt):
+    # A CSV whose lines end with a comma has a column named "" (polars renames such a column, and the file
+    # was unreadable: every good row rejected); a Parquet file may carry one too.
+    write_day(small_day, home.landing, source="producer", fmt=fmt)
+    path = home.landing / "producer" / DAY / f"utilisation_samples.{fmt}"
+    if fmt == "csv":
+        path.write_text("".join(f"{line}," + "\n" for line in path.read_text().splitlines()))
+    else:
+        t = pq.read_table(path)
+        pq.write_table(t.append_column("", pa.array(["left over"] * t.num_rows)), path)
+    r = ingest_day(home, DAY, hw.platforms)
+    led = r.ingest_ledger.filter(pl.col("source_file").str.ends_with(path.name))
+    rows = small_day.samples.height
+    assert led.select("rows_in", "rows_accepted", "file_status").rows() == [(rows, rows, "accepted")]
+    assert r.utilisation_samples.height == rows
+    extras = r.extra_fields.filter(pl.col("source_file").str.ends_with(path.name))["fields"].unique()
+    # an unquoted empty CSV field is no value (nothing to keep); the Parquet column's values are kept
+    assert extras.to_list() == ([] if fmt == "csv" else ['{"":"left over"}'])

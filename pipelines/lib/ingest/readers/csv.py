@@ -388,7 +388,9 @@ def _tier(src: Source, c: Contract, info: FileInfo, tier: str) -> Iterator[RawBa
                     reader, as_text = text_from_here("a number that is not finite"), True
                     continue
                 lines, bad_lines, bad_fields = numbering.take(rb.num_rows, invalid.pending)
-                frame = pl.from_arrow(rb).with_columns(pl.Series(ROW, lines)).rename(internal)
+                # renamed before polars sees them: it names an empty column name "column_<i>"
+                rb = rb.rename_columns([internal.get(n, n) for n in rb.schema.names])
+                frame = pl.from_arrow(rb).with_columns(pl.Series(ROW, lines))
                 rejects = _malformed(bad_lines, bad_fields, invalid, len(header))
                 yield RawBatch(
                     frame=frame.drop(internal.values()),

@@ -126,7 +126,9 @@ def _slices(
 def _batch(table: pa.Table, rel: str, row: int, internal: dict[str, str], extras: list[str]) -> RawBatch:
     """A gathered table as a batch: text checked, rows numbered from ``row``, extra columns as JSON."""
     _check_text(table, rel)
-    frame = numbered(pl.from_arrow(table), row).rename(internal)
+    # renamed before polars sees them: it names an empty column name "column_<i>"
+    table = table.rename_columns([internal.get(n, n) for n in table.schema.names])
+    frame = numbered(pl.from_arrow(table), row)
     shown = frame.select(
         ROW,
         *[
