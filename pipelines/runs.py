@@ -44,7 +44,7 @@ def worker_alive(worker: str) -> bool | None:
     """Whether the process named by ``worker`` still runs; None when it ran on another host (unknown here)."""
     host, _, rest = worker.partition(":")
     pid_text, _, ticks = rest.partition(":")
-    if host != socket.gethostname() or not pid_text.isdigit():
+    if host != socket.gethostname() or not pid_text.isascii() or not pid_text.isdigit():
         return None
     pid = int(pid_text)
     try:

@@ -17,6 +17,7 @@ from pipelines.lib import safe_yaml
 from pipelines.lib.fileio import causes, engine_error, full_disk, size_text
 from pipelines.lib.landing import is_day
 from pipelines.lib.paths import DataHome
+from pipelines.lib.settings import INT64_MAX, whole_number
 
 # DuckDB's read_parquet and Polars' scans expand these in a path, so a home holding them reads no files.
 GLOB_CHARS = "*?[]{}"
@@ -133,8 +134,12 @@ def check_query_params(query, params: dict[str, str]) -> None:
     for key, value in params.items():
         default = defaults.get(key)
         if isinstance(default, int) and not isinstance(default, bool):
-            if not re.fullmatch(r"\s*\d+\s*", value) or int(value) < 1:
-                raise UsageError(f"--param {key}={value!r}: expected a whole number >= 1 (default {default})")
+            number = whole_number(value)
+            if number is None or number < 1:
+                raise UsageError(
+                    f"--param {key}={value!r}: expected a whole number from 1 to {INT64_MAX:,} "
+                    f"(default {default})"
+                )
         elif isinstance(default, str) and is_day(default.strip()) and not is_day(value.strip()):
             raise UsageError(f"--param {key}={value!r}: expected a date YYYY-MM-DD (default {default})")
 

@@ -17,7 +17,9 @@ from pipelines.lib.paths import DEFAULT_HOME, DataHome, lake_uri
 
 Executor = Literal["in_process", "celery"]
 EXECUTORS: tuple[Executor, ...] = ("in_process", "celery")
-_MEMORY = re.compile(r"^\d+(\.\d+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")
+_MEMORY = re.compile(r"^\d+(\.\d+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$", re.ASCII)
+_WHOLE = re.compile(r"[0-9](_?[0-9])*", re.ASCII)  # not str.isdigit: it takes "²", which int() refuses
+INT64_MAX = 2**63 - 1  # what DuckDB and Arrow hold
 DUCKDB_MEMORY = "512MB"
 
 
@@ -106,10 +108,10 @@ class IngestLimits:
                 continue
             if name == "duckdb_memory":
                 values[name] = text
-            elif text.replace("_", "").isdigit():
-                values[name] = int(text.replace("_", ""))
+            elif (number := whole_number(text)) is not None:
+                values[name] = number
             else:
-                raise ValueError(f"${var}={text!r}: expected a whole number")
+                raise ValueError(f"${var}={text!r}: expected a whole number (0-9, at most {INT64_MAX:,})")
         return cls(**values)
 
 
@@ -135,12 +137,22 @@ LAKE_CACHE_BYTES = 8 << 30
 def lake_cache_bytes(environ: Mapping[str, str]) -> int:
     """How many bytes of local copies of an object-store lake's files a data home keeps
     ($FLEET_LAKE_CACHE_BYTES; 0 reads the store directly every time)."""
-    text = environ.get("FLEET_LAKE_CACHE_BYTES", "").strip().replace("_", "")
+    text = environ.get("FLEET_LAKE_CACHE_BYTES", "").strip()
     if not text:
         return LAKE_CACHE_BYTES
-    if not text.isdigit():
+    number = whole_number(text)
+    if number is None:
         raise ValueError(f"$FLEET_LAKE_CACHE_BYTES={text!r}: expected a whole number of bytes (0 for none)")
-    return int(text)
+    return number
+
+
+def whole_number(text: str) -> int | None:
+    """``text`` as a whole number (ASCII digits, ``_`` between them) that fits 64 bits, else None."""
+    text = text.strip()
+    if not _WHOLE.fullmatch(text):
+        return None
+    number = int(text)
+    return number if number <= INT64_MAX else None
 
 
 @dataclass(frozen=True)

@@ -93,6 +93,14 @@ def test_query_n_bins_is_not_a_choice(capsys, home, value):
     assert "n_bins is a property of the stored data (1000, schemas/util_distribution.yaml (n_bins))" in err
 
 
+@pytest.mark.parametrize("value", ["99999999999999999999999", "\u0663", "\u00b2", "-3", "1e3"])
+def test_a_count_parameter_is_an_ascii_whole_number_that_fits_64_bits(capsys, home, value):
+    """A number past 64 bits, an Arabic-Indic three and a superscript two once reached DuckDB: a
+    traceback rather than a line."""
+    err = user_error(capsys, ["query", "waste_top_runs", "--param", f"top={value}", "--home", str(home.root)])
+    assert f"--param top={value!r}: expected a whole number from 1 to 9,223,372,036,854,775,807" in err
+
+
 def test_query_param_without_equals_is_refused(capsys, home):
     err = user_error(
         capsys, ["query", "server_counts_ps_based", "--param", "source", "--home", str(home.root)]

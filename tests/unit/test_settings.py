@@ -64,6 +64,9 @@ def test_defaults_environment_and_flags_in_that_order(tmp_path):
         ({"FLEET_DUCKDB_MEMORY": "lots"}, "duckdb_memory 'lots': expected a size such as 512MB"),
         ({"FLEET_BATCH_ROWS": "10"}, "batch_rows 10: expected a whole number >= 1,000"),
         ({"FLEET_MAX_RECORD_BYTES": "1MB"}, "$FLEET_MAX_RECORD_BYTES='1MB': expected a whole number"),
+        ({"FLEET_BATCH_ROWS": "\u00b2"}, "$FLEET_BATCH_ROWS='\u00b2': expected a whole number (0-9"),
+        ({"FLEET_BATCH_ROWS": "9" * 20}, f"$FLEET_BATCH_ROWS='{'9' * 20}': expected a whole number (0-9"),
+        ({"FLEET_LAKE_CACHE_BYTES": "\u0663"}, "$FLEET_LAKE_CACHE_BYTES='\u0663': expected a whole number"),
         ({"FLEET_LAKE": "gs://b/p"}, "a lake is a local folder or s3://bucket/prefix"),
         (
             {"FLEET_LAKE_CACHE_BYTES": "8GB"},
