@@ -22,24 +22,48 @@ class SqlError(Exception):
     """A statement the engine refused (its message says why)."""
 
 
-def connect(catalog: Path, store: Lake | None = None) -> duckdb.DuckDBPyConnection:
-    """The catalog, read-only: the pipeline swaps in a new file and never waits for this session;
-    ``store``: the lake its views read, when on object storage (read through a registered filesystem)."""
+# What the shell runs: statements that read. COPY, EXPORT, ATTACH, SET, PRAGMA, INSTALL/LOAD and DDL are not.
+READ_STATEMENTS = frozenset(
+    {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN, duckdb.StatementType.CALL}
+)
+
+
+def connect(catalog: Path, store: Lake) -> duckdb.DuckDBPyConnection:
+    """The catalog, read-only (the pipeline swaps in a new file and never waits for this session), reading
+    no file but the lake's: its views read them (on object storage through a registered filesystem).
+    Neither can be changed back from the session."""
     con = duckdb.connect(str(catalog), read_only=True)
-    if store is not None:
-        store.duckdb(con)
+    store.duckdb(con)
+    lake_dir = store.uri.rstrip("/") + "/"
+    con.execute(f"SET allowed_directories = [{_literal(lake_dir)}]")
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
     return con
 
 
+def _literal(text: str) -> str:
+    """``text`` as a SQL string literal (SET takes no bound parameters)."""
+    return "'" + text.replace("'", "''") + "'"
+
+
 def statements(text: str, con: duckdb.DuckDBPyConnection) -> list[str]:
-    """The statements of ``text`` as the engine splits them (a ';' inside a string stays in it)."""
+    """The statements of ``text`` as the engine splits them (a ';' inside a string stays in it); a
+    statement that does not only read is refused before any runs."""
     command = text.strip().rstrip(";")
     if command in DOT_COMMANDS:
         return [DOT_COMMANDS[command]]
     try:
-        return [s.query for s in con.extract_statements(text)]
+        parsed = con.extract_statements(text)
     except duckdb.Error as exc:
         raise SqlError(str(exc).splitlines()[0]) from None
+    for s in parsed:
+        if s.type not in READ_STATEMENTS:
+            kind = s.type.name
+            raise SqlError(
+                "the SQL shell is read-only: it runs SELECT, EXPLAIN and CALL of a table function, "
+                f"not {kind} ({' '.join(s.query.split())[:80]})"
+            )
+    return [s.query for s in parsed]
 
 
 def run(con: duckdb.DuckDBPyConnection, text: str) -> Iterator[str]:

@@ -4,13 +4,14 @@ the pipeline built (Python on the DuckDB 2 API, SQL through `fleet sql`, the she
 
 import io
 import re
+from pathlib import Path
 
 import duckdb
 import polars as pl
 import pytest
 
 from pipelines.cli import main
-from pipelines.lib import sqlshell
+from pipelines.lib import lake, sqlshell
 from pipelines.lib.paths import PROJECT_ROOT
 
 GUIDE = (PROJECT_ROOT / "docs" / "analyst-guide.md").read_text()
@@ -69,11 +70,41 @@ def test_fleet_sql_reads_stdin_says_what_is_wrong_and_never_writes(materialized_
     assert "no analyst catalog" in capsys.readouterr().err
 
 
+def test_fleet_sql_writes_no_file_and_reads_no_file_but_the_lakes(materialized_home, capsys):
+    # COPY ... TO a lake file once exited 0 and overwrote it (runs then had 8 rows for 4 run ids), and any
+    # file the user could read was readable.
+    home, *_ = materialized_home
+    target = lake.table_files(home, "runs")[0]
+    before = Path(target).read_bytes()
+    refused = {
+        f"COPY (SELECT * FROM runs) TO '{target}' (FORMAT parquet)": "not COPY",
+        f"EXPORT DATABASE '{home.root}/export'": "not EXPORT",
+        f"ATTACH '{home.root}/other.duckdb'": "not ATTACH",
+        "SET enable_external_access = true": "not SET",
+        "INSTALL httpfs": "not LOAD",
+        "SELECT 1; CREATE TEMP TABLE t AS SELECT 1": "not CREATE",  # refused before the first runs
+        "SELECT * FROM read_text('/etc/hostname')": 'Cannot access file "/etc/hostname"',
+        f"SELECT * FROM read_text('{home.catalog_path}')": "file system operations are disabled",
+    }
+    for statement, why in refused.items():
+        assert main(["sql", "--home", str(home.root), "-c", statement]) == 2, statement
+        out = capsys.readouterr()
+        assert why in out.err and out.out == "" and len(out.err.splitlines()) == 1, (statement, out)
+    assert Path(target).read_bytes() == before
+    assert not (home.root / "export").exists() and not (home.root / "other.duckdb").exists()
+    # the lake's own files stay readable, as the views read them
+    assert (
+        main(["sql", "--home", str(home.root), "-c", f"SELECT count(*) AS n FROM read_parquet('{target}')"])
+        == 0
+    )
+    assert "(1 row)" in capsys.readouterr().out
+
+
 def test_interactive_shell_runs_statements_as_they_end(materialized_home):
     home, *_ = materialized_home
     lines = iter(["SELECT count(*) AS n", "FROM runs;", "SELECT nope;", ".quit", "never read"])
     written: list[str] = []
-    with sqlshell.connect(home.catalog_path) as con:
+    with sqlshell.connect(home.catalog_path, lake.store(home)) as con:
         sqlshell.interactive(con, lambda prompt: next(lines), written.append)
     assert (
         written[0].split()[0] == "n" and written[0].endswith("(1 row)") and written[1].startswith("Error: ")
