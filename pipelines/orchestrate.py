@@ -26,6 +26,7 @@ from pipelines.lib import cache, lake
 from pipelines.lib.landing import inventory, landing_days
 from pipelines.lib.paths import INSTANCE_TEMPLATE, DataHome
 from pipelines.lib.preflight import Unavailable
+from pipelines.lib.procs import this_worker
 from pipelines.lib.settings import IngestLimits, Settings
 from pipelines.runs import (
     HANDLED_BY,
@@ -35,7 +36,6 @@ from pipelines.runs import (
     failed_checks,
     pending_in_pool,
     pool_holders,
-    this_worker,
 )
 
 JOB = "nightly"

@@ -5,12 +5,11 @@ already handled (so the landing sensor and the nightly schedule never queue the 
 from __future__ import annotations
 
 import datetime as dt
-import os
-import socket
 
 import dagster as dg
 
 from pipelines.lib.alerts import FailedCheck
+from pipelines.lib.procs import worker_alive
 
 WORKER_TAG = "fleet/worker"
 WAREHOUSE_POOL = "warehouse"  # the analyst-catalog writer's pool (one at a time)
@@ -24,36 +23,6 @@ UNFINISHED = [
 IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, *UNFINISHED]
 FINISHED = [dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]
 HANDLED_BY = "ingest_ledger"  # written for a day whenever its landing files were read
-
-
-def _start_ticks(pid: int) -> str:
-    """The process's start time in clock ticks since boot (Linux), so a reused pid is not taken for it."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            return f.read().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return ""
-
-
-def this_worker() -> str:
-    """``host:pid:start`` of the current process."""
-    return f"{socket.gethostname()}:{os.getpid()}:{_start_ticks(os.getpid())}"
-
-
-def worker_alive(worker: str) -> bool | None:
-    """Whether the process named by ``worker`` still runs; None when it ran on another host (unknown here)."""
-    host, _, rest = worker.partition(":")
-    pid_text, _, ticks = rest.partition(":")
-    if host != socket.gethostname() or not pid_text.isascii() or not pid_text.isdigit():
-        return None
-    pid = int(pid_text)
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # exists, owned by someone else
-    return not ticks or _start_ticks(pid) in ("", ticks)
 
 
 def fail_dead_runs(instance: dg.DagsterInstance) -> list[str]:

@@ -20,8 +20,9 @@ from pathlib import Path
 import dagster as dg
 
 from pipelines.lib.preflight import Unavailable
+from pipelines.lib.procs import this_worker
 from pipelines.lib.settings import WORKER_BROKER_ENV, scrubbed, shown
-from pipelines.runs import FINISHED, WORKER_TAG, fail_dead_runs, this_worker
+from pipelines.runs import FINISHED, WORKER_TAG, fail_dead_runs
 
 QUEUE = "dagster"  # dagster-celery's queue
 SLICE_TASK = "fleet.ingest_slice"

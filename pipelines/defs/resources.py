@@ -8,8 +8,9 @@ import dagster as dg
 
 from pipelines.lib import alerts
 from pipelines.lib.paths import DataHome
+from pipelines.lib.procs import this_worker
 from pipelines.lib.settings import IngestLimits
-from pipelines.runs import WORKER_TAG, this_worker
+from pipelines.runs import WORKER_TAG
 from synthetic_fleet.catalog import HardwareCatalog, ModelSpec, load_hardware, load_models
 
 

@@ -13,13 +13,13 @@ import pytest
 from dagster._core.utils import make_new_run_id
 
 from pipelines.lib.paths import PROJECT_ROOT
+from pipelines.lib.procs import this_worker
 from pipelines.runs import (
     WAREHOUSE_POOL,
     WORKER_TAG,
     fail_dead_runs,
     free_slots_of_finished_runs,
     pool_holders,
-    this_worker,
 )
 from tests.support.cli import BIN, run
 from tests.support.deadruns import dead_run_home, instance_and_landing, instance_at

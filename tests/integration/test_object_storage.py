@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -239,6 +240,42 @@ def test_the_vacuum_keeps_what_the_published_catalog_reads(landed, hw):
 
 
 @pytest.mark.usefixtures("fleet_cli")
+def _lease_holder(s3_lake: str, name: str) -> subprocess.Popen:
+    """A process of this machine that holds the lake's lock ``name``; returned once it holds it."""
+    hold = (
+        "import time; from pipelines.lib import lake; "
+        f"lake.Lake({s3_lake!r}).lock({name!r}, timeout_s=30).__enter__(); "
+        "print('held', flush=True); time.sleep(600)"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", hold], cwd=PROJECT_ROOT, stdout=subprocess.PIPE, text=True
+    )
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
+@pytest.mark.usefixtures("fleet_cli")  # the holders are processes of their own
+def test_a_lease_of_a_killed_process_of_this_machine_is_taken_at_once_a_live_one_is_named(s3_lake):
+    # After an object-store outage killed a night, the next night waited without a word for the dead
+    # night's leases to expire (up to 10 minutes), though their holder was a process of this machine.
+    store, name = lake.Lake(s3_lake), "runs.day=2026-11-20"
+    killed = _lease_holder(s3_lake, name)
+    killed.kill()  # kill -9: its lease stays behind, unexpired
+    killed.wait()
+    started = time.monotonic()
+    with store.lock(name, timeout_s=30):
+        assert time.monotonic() - started < 5
+    live = _lease_holder(s3_lake, name)
+    try:
+        with pytest.raises(lake.locks.LockTimeout) as held, store.lock(name, timeout_s=2):
+            pass
+    finally:
+        live.kill()
+        live.wait()
+    said = str(held.value)
+    assert f"held for 2 s by {socket.gethostname()}:{live.pid}:" in said and "its lease runs until" in said
+
+
 def test_no_credential_appears_in_any_output(tmp_path, s3_store, s3_lake, small_day):
     home = DataHome(tmp_path / "home", s3_lake)
     write_day(small_day, home.landing, source="synthetic", fmt="jsonl")

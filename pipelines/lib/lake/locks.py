@@ -1,19 +1,20 @@
 """Locks that hold across processes and machines sharing a lake: a file lock in a local lake, a lease
 object in object storage (created with a conditional write, so exactly one writer gets it; a lease a dead
-holder left expires)."""
+holder left expires, or is taken over at once when its holder was a process of this machine that is gone)."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
-import socket
 import time
 import uuid
 from collections.abc import Iterator
 
 from filelock import FileLock
 from filelock import Timeout as FileLockTimeout
+
+from pipelines.lib.procs import this_worker, worker_alive
 
 LEASE_S = 600  # a lease older than this is a dead holder's: taken over
 
@@ -44,7 +45,7 @@ def _lease(lake, name: str, timeout_s: float, lease_s: float) -> Iterator[None]:
     fs = fsspec_fs()
     bucket, _, prefix = lake.uri[5:].partition("/")
     key = f"{prefix}/_locks/{name}.lock".lstrip("/")
-    me = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    me = f"{this_worker()}:{uuid.uuid4().hex[:8]}"  # the process, and this holding of it
     deadline = time.monotonic() + timeout_s
     while True:
         body = json.dumps({"holder": me, "expires": time.time() + lease_s}).encode()
@@ -56,12 +57,18 @@ def _lease(lake, name: str, timeout_s: float, lease_s: float) -> Iterator[None]:
                 held = json.loads(fs.cat(f"{bucket}/{key}"))
             except (FileNotFoundError, ValueError):
                 continue
-            if held.get("expires", 0) < time.time():
+            holder = str(held.get("holder", ""))
+            # expired, or its holder is a process of this machine that is gone (killed): no wait for expiry
+            if held.get("expires", 0) < time.time() or worker_alive(holder.rpartition(":")[0]) is False:
                 with contextlib.suppress(FileNotFoundError):
                     fs.rm(f"{bucket}/{key}")
                 continue
             if time.monotonic() > deadline:
-                raise LockTimeout(f"the lake's lock {name!r} stayed held for {timeout_s:.0f} s") from None
+                until = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(held.get("expires", 0)))
+                raise LockTimeout(
+                    f"the lake's lock {name!r} stayed held for {timeout_s:.0f} s by {holder} "
+                    f"(its lease runs until {until})"
+                ) from None
             time.sleep(0.5)
     try:
         yield
