@@ -26,7 +26,7 @@ from pipelines.lib import cache, lake
 from pipelines.lib.landing import inventory, landing_days
 from pipelines.lib.paths import INSTANCE_TEMPLATE, DataHome
 from pipelines.lib.preflight import Unavailable
-from pipelines.lib.procs import this_worker
+from pipelines.lib.procs import exit_with_parent, this_worker
 from pipelines.lib.settings import IngestLimits, Settings
 from pipelines.runs import (
     HANDLED_BY,
@@ -298,7 +298,9 @@ def _run_all(
         )
     elif workers > 1 and len(todo) > 1:
         ctx = multiprocessing.get_context("spawn")  # no fork of a process with DuckDB and polars threads
-        with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=ctx) as pool:
+        with ProcessPoolExecutor(
+            max_workers=min(workers, len(todo)), mp_context=ctx, initializer=exit_with_parent
+        ) as pool:
             futures = [pool.submit(_run_day, home, d, day_tags(d), settings.ingest) for d in todo]
             for fut in as_completed(futures):
                 done(*fut.result())

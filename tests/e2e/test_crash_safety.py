@@ -1,9 +1,12 @@
 """Killing ingest with SIGKILL at any point, then running it again, gives exactly one clean run's result."""
 
+import contextlib
+import os
 import shutil
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -91,3 +94,46 @@ def test_sigkill_at_any_point_then_rerun_equals_one_clean_run(landing, tmp_path)
             assert state[t].equals(reference[t]), f"kill at {fraction:.0%}: {t} differs from a clean run"
         assert not list(home.staging.glob("*")), "the killed run's staging area was left behind"
         assert not list(home.warehouse.glob("*.building*"))
+
+
+def _children(pid: int) -> dict[int, str]:
+    """The live children of ``pid``: their pids and start times."""
+    kids = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == pid and fields[0] != "Z":
+                kids[int(stat.parent.name)] = fields[19]
+    return kids
+
+
+def _alive(pid: int, started: str) -> bool:
+    with contextlib.suppress(OSError, IndexError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return fields[0] != "Z" and fields[19] == started
+    return False
+
+
+def test_a_killed_night_leaves_no_process_behind(landing, tmp_path):
+    # SIGKILL of `fleet run --workers 2` while days ran left the day pool's two workers and multiprocessing's
+    # resource tracker running (parent 1, about 0.9 GB), blocked forever.
+    home = _fresh(landing, tmp_path / "night")
+    night = subprocess.Popen(
+        [str(BIN / "fleet"), "run", "--home", str(home.root), "--workers", "2"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "DAGSTER_HOME": ""},
+    )
+    deadline = time.monotonic() + 120
+    kids: dict[int, str] = {}
+    while len(kids) < 3 and time.monotonic() < deadline:  # the two day workers and the resource tracker
+        assert night.poll() is None, "the night ended before its days ran"
+        time.sleep(0.2)
+        kids = _children(night.pid)
+    assert len(kids) >= 3, kids
+    night.kill()
+    night.wait()
+    deadline = time.monotonic() + 15
+    while any(_alive(p, s) for p, s in kids.items()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [p for p, s in kids.items() if _alive(p, s)], "left running after the night was killed"
