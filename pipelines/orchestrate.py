@@ -23,6 +23,7 @@ from filelock import FileLock
 
 from pipelines.defs.partitions import add_days, split_complete
 from pipelines.lib import cache, lake
+from pipelines.lib.ingest.dedupe import dependent_days, dependent_note
 from pipelines.lib.landing import inventory, landing_days
 from pipelines.lib.paths import INSTANCE_TEMPLATE, DataHome
 from pipelines.lib.preflight import Unavailable
@@ -266,6 +267,12 @@ def _run_all(
     inputs = day_inputs(home, days)
     unchanged = {} if force else _unchanged(home, instance, inputs)
     todo = [d for d in days if d not in unchanged]
+    # unchanged days whose quarantine refers to deliveries of a day read again: read again after it, one
+    # at a time (each must see what the one before it kept)
+    after = {d: on for d, on in dependent_days(home, todo).items() if d in unchanged}
+    for day in after:
+        del unchanged[day]
+    first, todo = todo, todo + sorted(after)
     run_ids: list[str] = []
     failed_checks: dict[str, list[str]] = {}
     for day, run_id in unchanged.items():
@@ -273,6 +280,8 @@ def _run_all(
             f"  [-] {day}: unchanged (landing files, code and catalogs as for run {run_id[:8]}); "
             "skipped (--force redoes it)"
         )
+    for day, on in sorted(after.items()):
+        progress(f"  [~] {day}: unchanged, but {dependent_note(on)}")
     finished: dict[str, tuple[str, float, list[str]]] = {}
 
     def done(day: str, run_id: str, seconds: float, failed: list[str]) -> None:
@@ -291,22 +300,8 @@ def _run_all(
     def day_tags(day: str) -> dict[str, str]:
         return {**tags, DAY_INPUTS: inputs[day]}
 
-    if settings.executor == "celery" and todo:
-        remote_tags = {k: v for k, v in tags.items() if k != WORKER_TAG}  # the worker names itself
-        _run_on_workers(
-            home, instance, todo, lambda d: {**remote_tags, DAY_INPUTS: inputs[d]}, settings, done, progress
-        )
-    elif workers > 1 and len(todo) > 1:
-        ctx = multiprocessing.get_context("spawn")  # no fork of a process with DuckDB and polars threads
-        with ProcessPoolExecutor(
-            max_workers=min(workers, len(todo)), mp_context=ctx, initializer=exit_with_parent
-        ) as pool:
-            futures = [pool.submit(_run_day, home, d, day_tags(d), settings.ingest) for d in todo]
-            for fut in as_completed(futures):
-                done(*fut.result())
-    else:
-        for day in todo:
-            done(*_run_day(home, day, day_tags(day), settings.ingest, instance))
+    for wave in [first, *([d] for d in sorted(after))]:
+        _run_wave(home, instance, wave, day_tags, settings, workers, done, progress)
     merge_key = _merge_inputs(home)
     before = None if force or todo else _done_before(instance, MERGE_INPUTS, merge_key)
     if before:
@@ -347,6 +342,36 @@ def _run_all(
         failed_checks=dict(sorted(failed_checks.items())),
         unchanged=unchanged,
     )
+
+
+def _run_wave(
+    home: DataHome,
+    instance: dg.DagsterInstance,
+    wave: list[str],
+    day_tags: Callable[[str], dict[str, str]],
+    settings: Settings,
+    workers: int,
+    done: Callable[[str, str, float, list[str]], None],
+    progress: Callable[[str], None],
+) -> None:
+    """Days that may run at once: on the Celery workers, in a pool of ``workers`` processes, or here."""
+    if settings.executor == "celery" and wave:
+
+        def tags_for(day: str) -> dict[str, str]:
+            return {k: v for k, v in day_tags(day).items() if k != WORKER_TAG}  # a worker names itself
+
+        _run_on_workers(home, instance, wave, tags_for, settings, done, progress)
+    elif workers > 1 and len(wave) > 1:
+        ctx = multiprocessing.get_context("spawn")  # no fork of a process with DuckDB and polars threads
+        with ProcessPoolExecutor(
+            max_workers=min(workers, len(wave)), mp_context=ctx, initializer=exit_with_parent
+        ) as pool:
+            futures = [pool.submit(_run_day, home, d, day_tags(d), settings.ingest) for d in wave]
+            for fut in as_completed(futures):
+                done(*fut.result())
+    else:
+        for day in wave:
+            done(*_run_day(home, day, day_tags(day), settings.ingest, instance))
 
 
 def _run_on_workers(

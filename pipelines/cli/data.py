@@ -279,12 +279,12 @@ def _ingest_and_summarise(home: DataHome, days: list[str]) -> int:
         s = ingest_days(home, days, progress=lambda m: print(m, flush=True), limits=limits)
     except OSError as exc:
         return _cannot_ingest(exc, home)
-    return _print_summary(s, days, home)
+    return _print_summary(s, home)
 
 
-def _print_summary(s, days: list[str], home: DataHome) -> int:
+def _print_summary(s, home: DataHome) -> int:
     print(
-        f"ingested {len(days)} day(s): {s.files} files, {s.rows_in:,} rows in, "
+        f"ingested {len(s.days)} day(s): {s.files} files, {s.rows_in:,} rows in, "
         f"{s.rows_accepted:,} accepted, {s.rows_quarantined:,} quarantined"
     )
     for status, n in s.files_by_status.items():

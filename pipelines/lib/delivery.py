@@ -82,11 +82,17 @@ def ingest_days(
     import polars as pl
 
     from pipelines.lib.ingest import ingest_partition
+    from pipelines.lib.ingest.dedupe import dependent_days, dependent_note
     from pipelines.lib.volume import failing
     from pipelines.lib.warehouse import publish_catalog
     from synthetic_fleet.catalog import load_hardware
 
-    summary = IngestSummary(days=list(days))
+    days = list(days)
+    # days that kept out deliveries as accepted on one of these: read again after them, one at a time
+    after = {d: on for d, on in dependent_days(home, days).items() if d not in days}
+    for day, on in sorted(after.items()):
+        progress(f"  [~] {day}: {dependent_note(on)}")
+    summary = IngestSummary(days=days + sorted(after))
     platforms = load_hardware(home.user_catalog_dir / "hardware.yaml").platforms.keys()
     ledgers, quarantines = [], []
     for i, day in enumerate(summary.days, 1):

@@ -3,16 +3,20 @@ partitions, and the rest of the run proceeds and publishes (issue: unknown parti
 whole run)."""
 
 import datetime as dt
+import json
 import shutil
 
 import dagster as dg
+import polars as pl
 import pytest
 
 from pipelines.lib import lake
+from pipelines.lib.delivery import ingest_days
 from pipelines.orchestrate import run_pipeline
 from tests.support.homes import DAY
 
 pytestmark = pytest.mark.usefixtures("night")  # whole nights, in-process
+NEXT = "2026-11-21"
 
 
 def test_future_days_are_skipped_and_the_days_run_become_partitions(landed):
@@ -65,3 +69,63 @@ def test_unchanged_days_are_skipped_and_named_and_force_redoes_them(landed):
         assert forced.days == days and forced.unchanged == {} and forced.merged
         statuses = {instance.get_run_by_id(r).status for r in forced.run_ids}
     assert statuses == {dg.DagsterRunStatus.SUCCESS}
+
+
+def _late_copy_of_a_run(home) -> tuple[str, int]:
+    """One run of DAY delivered again, late, with the next day (its files and all its samples); the run id
+    and its sample count."""
+    src = home.landing / "synthetic" / DAY
+    run_id = json.loads((src / "runs.jsonl").read_text().splitlines()[0])["run_id"]
+    late = home.landing / "late" / NEXT
+    late.mkdir(parents=True)
+    for name in ("runs.jsonl", "utilisation_samples.jsonl"):
+        (late / name).write_text("".join(f"{x}\n" for x in _lines_of(src / name, run_id)))
+    return run_id, len(_lines_of(src / "utilisation_samples.jsonl", run_id))
+
+
+def _lines_of(path, run_id: str) -> list[str]:
+    return [x for x in path.read_text().splitlines() if f'"run_id":"{run_id}"' in x]
+
+
+def _correct_day(home, run_id: str) -> None:
+    """The producer corrects DAY: the run was not one of its runs."""
+    for name in ("runs.jsonl", "utilisation_samples.jsonl"):
+        path = home.landing / "synthetic" / DAY / name
+        path.write_text("".join(f"{x}\n" for x in path.read_text().splitlines() if f'"{run_id}"' not in x))
+
+
+def _kept_once_on_next(home, run_id: str, samples: int) -> None:
+    runs = lake.read_table(home, "runs").filter(pl.col("run_id") == run_id)
+    assert runs["day"].cast(pl.String).to_list() == [NEXT]
+    kept = lake.read_table(home, "utilisation_samples").filter(pl.col("run_id") == run_id)
+    assert kept.height == samples and set(kept["day"].cast(pl.String)) == {NEXT}
+    q = lake.read_table(home, "quarantine")
+    assert q.filter(pl.col("message").str.contains(run_id, literal=True)).height == 0
+
+
+def test_a_corrected_day_reads_again_the_unchanged_days_that_deferred_to_it(landed):
+    # A run delivered on DAY and again, late, on NEXT (NEXT's copy quarantined: already accepted on DAY);
+    # the producer then removes it from DAY. `fleet run` redid DAY and skipped NEXT as unchanged: the run
+    # was in no table, and the quarantine still said "already accepted on DAY".
+    run_id, samples = _late_copy_of_a_run(landed)
+    with dg.instance_for_test() as instance:
+        run_pipeline(landed, [DAY, NEXT], instance=instance, progress=lambda _: None)
+        q = lake.read_table(landed, "quarantine").filter(pl.col("day").cast(pl.String) == NEXT)
+        assert q.filter(pl.col("message").str.contains(f"already accepted on {DAY}")).height == 1 + samples
+        _correct_day(landed, run_id)
+        notes: list[str] = []
+        again = run_pipeline(landed, [DAY, NEXT], instance=instance, progress=notes.append)
+    assert again.days == [DAY, NEXT] and again.unchanged == {}
+    said = f"  [~] {NEXT}: unchanged, but it kept out deliveries as already accepted on {DAY}, which is read "
+    assert said + "again: read again after it" in notes
+    _kept_once_on_next(landed, run_id, samples)
+
+
+def test_ingesting_a_corrected_day_reads_again_the_days_that_deferred_to_it(landed):
+    run_id, samples = _late_copy_of_a_run(landed)
+    ingest_days(landed, [DAY, NEXT])
+    _correct_day(landed, run_id)
+    said: list[str] = []
+    summary = ingest_days(landed, [DAY], progress=said.append)  # `fleet ingest --from DAY`
+    assert summary.days == [DAY, NEXT] and said[0].startswith(f"  [~] {NEXT}: it kept out deliveries")
+    _kept_once_on_next(landed, run_id, samples)

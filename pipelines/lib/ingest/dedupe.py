@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import datetime as dt
 import shutil
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,6 +56,38 @@ def read_prior(home: DataHome, day: str) -> Prior:
     first_runs = runs_.sort("day").unique("run_id", keep="first", maintain_order=True)
     runs = {rid: d.isoformat() for rid, d in first_runs.select("run_id", "day").iter_rows()}
     return Prior(files, set(led["size_bytes"].to_list()), runs)
+
+
+# What a day's quarantine says of a file, run or sample it did not keep because another day holds it
+# (cross_row's and day's messages): the day its decision depended on.
+ACCEPTED_ON = r"already accepted on (\d{4}-\d{2}-\d{2})"
+
+
+def dependent_days(home: DataHome, changed: Iterable[str]) -> dict[str, list[str]]:
+    """The other days whose quarantine holds deliveries "already accepted on" one of ``changed``, each with
+    the changed days it refers to: once those are read again, what they hold may differ (a corrected
+    delivery removed a run), so these days must be read again after them."""
+    changed = sorted(set(changed))
+    if not changed:
+        return {}
+    q = lake.store(home).read("quarantine", columns=["day", "reason_code", "message"])
+    refs = (
+        q.filter(pl.col("reason_code").is_in(["duplicate_key", "file_duplicate"]))
+        .select(pl.col("day").cast(pl.String), pl.col("message").str.extract(ACCEPTED_ON, 1).alias("on"))
+        .filter(pl.col("on").is_in(changed) & ~pl.col("day").is_in(changed))
+        .unique()
+        .sort("day", "on")
+    )
+    return {d: list(ons) for d, ons in refs.group_by("day", maintain_order=True).agg("on").iter_rows()}
+
+
+def dependent_note(on: list[str]) -> str:
+    """Why a day is read again after ``on``, the days its quarantine refers to."""
+    one = len(on) == 1
+    return (
+        f"it kept out deliveries as already accepted on {', '.join(on)}, which {'is' if one else 'are'} read "
+        f"again: read again after {'it' if one else 'them'}"
+    )
 
 
 def prior_sample_hashes(home: DataHome, dup_runs: dict[str, str]) -> set[int]:
