@@ -364,7 +364,10 @@ def _run_wave(
     elif workers > 1 and len(wave) > 1:
         ctx = multiprocessing.get_context("spawn")  # no fork of a process with DuckDB and polars threads
         with ProcessPoolExecutor(
-            max_workers=min(workers, len(wave)), mp_context=ctx, initializer=exit_with_parent
+            max_workers=min(workers, len(wave)),
+            mp_context=ctx,
+            initializer=exit_with_parent,
+            initargs=(os.getpid(),),
         ) as pool:
             futures = [pool.submit(_run_day, home, d, day_tags(d), settings.ingest) for d in wave]
             for fut in as_completed(futures):

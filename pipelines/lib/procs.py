@@ -42,11 +42,11 @@ def worker_alive(worker: str) -> bool | None:
     return not ticks or _start_ticks(pid) in ("", ticks)
 
 
-def exit_with_parent() -> None:
-    """A pool worker's initializer: the worker exits once the process that started it is gone. A killed
-    `fleet run` otherwise left its day pool (and multiprocessing's resource tracker, which waits for them)
-    blocked forever, holding about a gigabyte."""
-    parent = os.getppid()
+def exit_with_parent(parent: int) -> None:
+    """A pool worker's initializer (``initargs=(os.getpid(),)``): the worker exits once ``parent``, the
+    process that started it, is gone, even before it got here. A killed `fleet run` otherwise left its day
+    pool (and multiprocessing's resource tracker, which waits for them) blocked forever, holding about a
+    gigabyte."""
 
     def watch() -> None:
         while os.getppid() == parent:

@@ -84,7 +84,7 @@ def test_fleet_sql_writes_no_file_and_reads_no_file_but_the_lakes(materialized_h
         "INSTALL httpfs": "not LOAD",
         "SELECT 1; CREATE TEMP TABLE t AS SELECT 1": "not CREATE",  # refused before the first runs
         "SELECT * FROM read_text('/etc/hostname')": 'Cannot access file "/etc/hostname"',
-        f"SELECT * FROM read_text('{home.catalog_path}')": "file system operations are disabled",
+        f"SELECT * FROM read_text('{home.report_path}')": "file system operations are disabled",
     }
     for statement, why in refused.items():
         assert main(["sql", "--home", str(home.root), "-c", statement]) == 2, statement

@@ -244,7 +244,7 @@ def _lease_holder(s3_lake: str, name: str) -> subprocess.Popen:
     """A process of this machine that holds the lake's lock ``name``; returned once it holds it."""
     hold = (
         "import time; from pipelines.lib import lake; "
-        f"lake.Lake({s3_lake!r}).lock({name!r}, timeout_s=30).__enter__(); "
+        f"held = lake.Lake({s3_lake!r}).lock({name!r}, timeout_s=30); held.__enter__(); "
         "print('held', flush=True); time.sleep(600)"
     )
     holder = subprocess.Popen(
