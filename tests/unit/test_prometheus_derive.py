@@ -186,6 +186,54 @@ def test_a_derived_row_the_contract_rejects_is_quarantined_where_its_evidence_is
     assert int(out.ingest_ledger["rows_quarantined"].sum()) == 0
 
 
+def test_a_gpu_reading_no_sample_can_use_is_quarantined_naming_its_value(tmp_path, hw):
+    home = DataHome.resolve(tmp_path)
+    dcgm = pf.write(home.landing / "k8s" / pf.DAY)[2]
+    lines = dcgm.read_text().splitlines()
+    gpu0 = [
+        i
+        for i, x in enumerate(lines)
+        if x.startswith("DCGM_FI_PROF_GR_ENGINE_ACTIVE{") and 'UUID="' in x and "exported_pod" in x
+    ]
+
+    def at(i: int) -> dt.datetime:
+        return dt.datetime.fromtimestamp(float(lines[i].rsplit(" ", 1)[1]), UTC)
+
+    inside = [i for i in gpu0 if _at(3, 5) <= at(i) <= _at(3, 25)]
+    before = next(i for i in gpu0 if at(i) < _at(3))  # the pod is not running yet: no sample wants it
+    bad = {inside[0]: "NaN", inside[10]: "+Inf", inside[20]: "-0.5", before: "NaN"}
+    for i, value in bad.items():
+        head, _, ts = lines[i].rsplit(" ", 2)
+        lines[i] = f"{head} {value} {ts}"
+    dcgm.write_text("\n".join(lines) + "\n")
+    home.user_catalog_dir.mkdir(parents=True)
+    (home.user_catalog_dir / "prometheus.yaml").write_text(pf.mapping_yaml())
+    out = ingest_partition(home, pf.DAY, hw.platforms.keys()).result
+    q = out.quarantine.sort("row_number")
+    # each reading a sample would have used is named at its own line; the one before the pod ran is not
+    assert q["row_number"].to_list() == [i + 1 for i in sorted(bad) if i != before]
+    assert set(q["source_file"]) == {f"k8s/{pf.DAY}/dcgm-exporter.om"}
+    assert set(q["table_name"]) == {"utilisation_samples"} and set(q["field"]) == {"value"}
+    by_value = {json.loads(r["raw_record"])["value"]: r for r in q.iter_rows(named=True)}
+    assert {v: r["reason_code"] for v, r in by_value.items()} == {
+        "nan": "not_finite",
+        "inf": "not_finite",
+        "-0.5": "out_of_bounds",
+    }
+    message = by_value["-0.5"]["message"]
+    assert message.startswith(
+        "derived from Prometheus samples: DCGM_FI_PROF_GR_ENGINE_ACTIVE reading -0.5 at 2026-11-20T03:"
+    )
+    assert "GPU GPU-20c56d28-0da5-6d26-a36a-e7af1ce25860" in message and "pod ml/gpu-b-master-0" in message
+    assert message.endswith("is outside [0, 1]: left out of gpu_util")
+    # left out, not averaged in: each interval's GPU mean is over the readings that are numbers in range
+    master = _pod(lake.read_partition(home, "utilisation_samples", pf.DAY), "gpu-b-master-0")
+    assert master["gpu_util"].to_list() == pytest.approx([0.8] * 30)
+    # the scrapes' samples are all accepted into metric_samples, as delivered
+    assert reconciliation(out.ingest_ledger).height == 0
+    assert int(out.ingest_ledger["rows_quarantined"].sum()) == 0
+
+
 def test_kube_state_metrics_label_names():
     assert ksm_label("training.kubeflow.org/job-name") == "label_training_kubeflow_org_job_name"
     assert ksm_label("node.kubernetes.io/instance-type") == "label_node_kubernetes_io_instance_type"

@@ -639,6 +639,8 @@ class Day:
         self.settle_runs()
         if derived.samples_path is not None:
             self._derived_samples(derived.samples_path)
+        if derived.bad_readings_path is not None:
+            self._bad_readings(derived.bad_readings_path)
 
     def _derived_for(self, rel: str, table: str) -> FileState:
         """The rows of ``table`` derived from landing file ``rel``: quarantined under it, in no ledger row."""
@@ -697,6 +699,14 @@ class Day:
                 if v.rejected.height:
                     self._derived_rejects(f, v.rejected)
                 self._write_samples(f, v.accepted, exact=True)
+
+    def _bad_readings(self, path: Path) -> None:
+        """Quarantine the readings no derived sample could use, under their own lines."""
+        pf = pq.ParquetFile(path)
+        for rg in range(pf.num_row_groups):
+            batch = pl.from_arrow(pf.read_row_group(rg)).rename({"row_number": ROW})
+            for (rel,), part in batch.group_by("source_file", maintain_order=True):
+                self._derived_rejects(self._derived_for(rel, "utilisation_samples"), part)
 
     # -- samples (streamed)
 

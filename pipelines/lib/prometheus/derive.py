@@ -28,7 +28,7 @@ from pipelines.lib.sqlfiles import sql_text
 from synthetic_fleet.catalog import HardwareCatalog
 
 GB = 1e9
-STEPS = ("prom_clip", "prom_pods", "prom_phases", "prom_pod_nodes", "prom_series", "prom_obs")
+STEPS = ("prom_clip", "prom_pods", "prom_phases", "prom_pod_nodes", "prom_series", "prom_obs", "prom_points")
 ANCHOR = ("anchor_file", "anchor_row")
 DERIVED_ROW_GROUP = 200_000  # rows per row group of the derived samples (the batch they are validated in)
 
@@ -36,10 +36,13 @@ DERIVED_ROW_GROUP = 200_000  # rows per row group of the derived samples (the ba
 @dataclass
 class Derived:
     """The day's derived runs (landing columns + anchor), its samples (a Parquet file of landing columns +
-    anchor, or None) and notes on what the derivation left out."""
+    anchor, or None), the readings no sample could use (a Parquet file of quarantine entries: source_file,
+    row_number, reason_code, field, message, raw_record; or None) and notes on what the derivation left
+    out."""
 
     runs: pl.DataFrame
     samples_path: Path | None
+    bad_readings_path: Path | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -128,9 +131,11 @@ def derive_day(
     within ``memory_limit``, spilling to ``scratch`` past it)."""
     values = _values(mapping, day)
     samples_path = scratch / "derived_samples.parquet"
+    bad_path = scratch / "bad_readings.parquet"
     con = duckdb.connect(config={"memory_limit": memory_limit, "temp_directory": str(scratch / "spill")})
     try:
         con.execute("SET enable_progress_bar = false")
+        con.execute("SET TimeZone = 'UTC'")  # the quarantine's messages name times in UTC
         con.read_parquet(str(metrics_path)).create_view("m")
         for name, frame in _relations(mapping, hw).items():
             con.register(name, frame)
@@ -147,11 +152,17 @@ def derive_day(
         runs = con.sql(sql, params=_params(sql, values)).pl()
         sql = sql_text("transforms/prom_notes.sql")
         counts = con.sql(sql, params=_params(sql, values)).pl().row(0, named=True)
+        n_bad = con.execute("SELECT count(*) FROM obs_all WHERE fault IS NOT NULL").fetchall()[0][0]
+        if n_bad:
+            con.sql(sql_text("transforms/prom_bad_readings.sql")).write_parquet(
+                str(bad_path), row_group_size=DERIVED_ROW_GROUP
+            )
     finally:
         con.close()
     return Derived(
         runs=runs,
         samples_path=samples_path if n else None,
+        bad_readings_path=bad_path if n_bad else None,
         notes=_notes(counts, runs),
     )
 
