@@ -46,6 +46,9 @@ Cases (each: product seconds, anchor seconds, ratio = product / anchor, peak RSS
   OpenMetrics with timestamps: every sample read, validated, stored in metric_samples, runs and utilisation
   samples derived) vs reading the same files with a bare parser (prometheus_client's OpenMetrics sample
   parser, line by line, nothing kept). No ratio target (a comparison); peak RSS < 1.5 GB.
+- ``families``: the night's recommendations for a fleet of 4F runs each of its own model name vs F
+  (F = ``--samples`` / 2,000): time against the number of model families (linear: 4; target <= 5) and peak
+  RSS (< 1.5 GB).
 
 Generated data is cached under ``<data home>/bench/data`` (same seed, same bytes) and reused.
 """
@@ -86,6 +89,7 @@ TARGETS = {
     "backfill": 1 / 1.6,
     "waste": 1.1,
     "night-s3": 1.5,
+    "families": 5.0,
 }
 RSS_LIMIT_MB = 1536
 
@@ -942,6 +946,26 @@ def side_role_stats(args: dict) -> dict:
     return {"seconds": time.perf_counter() - start}
 
 
+def side_families(args: dict) -> dict:
+    """The night's recommendations (correction fit, then every family x objective x option) for a fleet of
+    ``families`` runs, each of its own model name."""
+    import polars as pl
+
+    from pipelines.lib.recommend import Fleet, fit_correction
+    from pipelines.lib.recommend_fleet import fleet_recommendations
+    from synthetic_fleet.catalog import load_hardware, load_models
+    from synthetic_fleet.sampler import sample_runs
+
+    hw, models = load_hardware(), load_models()
+    runs = sample_runs(DAY, args["families"], 7, hw, models).with_columns(
+        pl.format("team-model-{}", pl.int_range(pl.len())).alias("model_name")
+    )
+    start = time.perf_counter()
+    fleet = Fleet.from_runs(runs, hw)
+    recs = fleet_recommendations(fleet, hw, models, fit_correction(fleet, hw))
+    return {"seconds": time.perf_counter() - start, "rows": recs.height}
+
+
 SIDES.update(
     {
         f.__name__: f
@@ -952,9 +976,25 @@ SIDES.update(
             side_lake_in_parts,
             side_day_partials,
             side_role_stats,
+            side_families,
         )
     }
 )
+
+
+def families_case(tmp: Path, n: int, r: int) -> dict:
+    """Recommendations for 4F model families vs F (F = samples / 2,000: 5,000 at 10M samples): linear
+    time gives a ratio of 4, quadratic 16 (target <= 5); peak RSS of both."""
+    f = max(n // 2_000, 50)
+    row = paired(
+        "families",
+        r,
+        ("side_families", {"families": 4 * f}),
+        ("side_families", {"families": f}),
+        note=f"{4 * f:,} model names vs {f:,}",
+    )
+    row["ok"] = row["ok"] and row["product_rss_mb"] < RSS_LIMIT_MB
+    return row
 
 
 def quantiles_cases(data: Path, tmp: Path, n: int, r: int) -> list[dict]:
@@ -1118,7 +1158,7 @@ def main() -> int:
     ap.add_argument(
         "--cases",
         default="synth,ingest,analytics,night,waste,s3,backfill,fixed,workers,split,partials,quantiles,memory,"
-        "prometheus",
+        "prometheus,families",
         help="comma-separated, any of the default's cases",
     )
     ap.add_argument("--home", default=None, help="data home (default: $FLEET_HOME or ./data)")
@@ -1160,6 +1200,7 @@ def main() -> int:
         "split": lambda: split_cases(data, tmp, n, r),
         "partials": lambda: partials_cases(data, tmp, n, r),
         "quantiles": lambda: quantiles_cases(data, tmp, n, r),
+        "families": lambda: [families_case(tmp, n, r)],
     }
     for name, run in runners.items():
         if name in cases:

@@ -17,7 +17,8 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     from pipelines.cli.model import warn_invalid
     from pipelines.lib import lake
     from pipelines.lib.fit import load_fit
-    from pipelines.lib.recommend import Fleet, fit_correction, observed, recommend
+    from pipelines.lib.recommend import Fleet, fit_correction, recommend
+    from pipelines.lib.recommend_fleet import observed
     from pipelines.lib.workload import INPUT_ERRORS, build
     from synthetic_fleet.catalog import load_hardware, load_models
     from synthetic_fleet.whatif import pick_platforms

@@ -12,10 +12,9 @@ measured) and says so.
 
 from __future__ import annotations
 
-import os
 import warnings
-from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -23,9 +22,9 @@ import polars as pl
 
 from synthetic_fleet import fields
 from synthetic_fleet.bottlenecks import BOTTLENECKS
-from synthetic_fleet.catalog import HardwareCatalog, ModelSpec
+from synthetic_fleet.catalog import HardwareCatalog
 from synthetic_fleet.model import DEFAULT, Coefficients, predict_frame, throughput_draws
-from synthetic_fleet.sizing import size_servers, system_row, workload_of_model
+from synthetic_fleet.sizing import size_servers, system_row
 
 OBJECTIVES = ("throughput", "perf_per_watt")
 MIN_RUNS = 60  # fewer observed runs than this: no correction model
@@ -53,11 +52,22 @@ SAMPLED = (
 # ------------------------------------------------------------------------------------- fleet context
 
 
+OBSERVED_KEYS = ("model_name", "platform", "placement", "n_trainers", "batch_size")
+
+
 @dataclass
 class Fleet:
-    """What the observed fleet tells the recommender: runs to learn from and the counts teams run."""
+    """What the observed fleet tells the recommender: runs to learn from and the counts teams run. What it
+    is asked per model family or platform is computed once over all runs (a fleet of 20,000 families is
+    asked 20,000 times)."""
 
     runs: pl.DataFrame  # succeeded runs with throughput and a full workload, on modelled platforms
+    _memo: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def _once(self, key: Any, make: Callable[[], Any]) -> Any:
+        if key not in self._memo:
+            self._memo[key] = make()
+        return self._memo[key]
 
     @classmethod
     def from_runs(cls, runs: pl.DataFrame, hw: HardwareCatalog) -> Fleet:
@@ -72,16 +82,62 @@ class Fleet:
         return cls(usable)
 
     def count_range(self, platform: str, column: str) -> tuple[int, int] | None:
-        r = self.runs.filter(pl.col("platform") == platform)
-        return (int(r[column].min()), int(r[column].max())) if r.height else None
+        ranges = self._once(
+            ("range", column),
+            lambda: {
+                p: (int(lo), int(hi))
+                for p, lo, hi in self.runs.group_by("platform")
+                .agg(pl.col(column).min().alias("lo"), pl.col(column).max().alias("hi"))
+                .iter_rows()
+            },
+        )
+        return ranges.get(platform)
 
     def modal(self, model_name: str, platform: str, column: str) -> int | None:
-        r = self.runs.filter((pl.col("platform") == platform) & (pl.col("model_name") == model_name))
-        if not r.height:
-            r = self.runs.filter(pl.col("platform") == platform)
-        if not r.height:
-            return None
-        return int(r[column].mode().sort()[0])
+        """The most common ``column`` (the smallest of equally common ones) of the family's runs on the
+        platform, else of every run on it."""
+        by_family = self._once(
+            ("modal", column), lambda: _modes(self.runs, ["model_name", "platform"], column)
+        )
+        by_platform = self._once(("modal_all", column), lambda: _modes(self.runs, ["platform"], column))
+        return by_family.get((model_name, platform), by_platform.get((platform,)))
+
+    def family(self, model_name: str) -> pl.DataFrame:
+        """The runs of one model family (none: an empty frame): a slice of the runs sorted by family."""
+        by_family, where = self._once("families", lambda: _by_family(self.runs))
+        offset, length = where.get(model_name, (0, 0))
+        return by_family.slice(offset, length)
+
+    def medians(self) -> pl.DataFrame:
+        """Median throughput and run count per model, platform, placement, trainer count and batch."""
+        return self._once(
+            "medians",
+            lambda: self.runs.group_by(OBSERVED_KEYS).agg(
+                pl.col("throughput_eps").median().alias("observed_median_eps"),
+                pl.len().cast(pl.Int64).alias("n_observed_runs"),
+            ),
+        )
+
+
+def _by_family(runs: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, tuple[int, int]]]:
+    by_family = runs.sort("model_name", maintain_order=True)
+    spans = (
+        by_family.select("model_name")
+        .with_row_index("at")
+        .group_by("model_name")
+        .agg(pl.col("at").min(), pl.len())
+    )
+    return by_family, {name: (int(at), int(n)) for name, at, n in spans.iter_rows()}
+
+
+def _modes(runs: pl.DataFrame, keys: list[str], column: str) -> dict[tuple, int]:
+    counts = runs.group_by([*keys, column]).len()
+    first = (
+        counts.sort([*keys, "len", column], descending=[*[False] * len(keys), True, False])
+        .group_by(keys, maintain_order=True)
+        .first()
+    )
+    return {tuple(r[:-2]): int(r[-2]) for r in first.select(*keys, column, "len").iter_rows()}
 
 
 # ------------------------------------------------------------------------------------ correction model
@@ -228,6 +284,12 @@ def candidates(
     (synthetic_fleet.sizing): the server counts the workload's settings give (``system``) are kept; CPU
     trainers are otherwise as the fleet runs this model (else its production CPU setup, else the CPU default
     of synthetic_fleet.defaults); every other tier is sized by its binding constraint."""
+    return _sized(_candidate_rows(workload, hw, fleet, platforms), hw, coef)
+
+
+def _candidate_rows(
+    workload: dict[str, Any], hw: HardwareCatalog, fleet: Fleet, platforms: Iterable[str] | None
+) -> list[dict[str, Any]]:
     name = workload.get("model_name") or "(custom)"
     asked = dict(workload.get("system") or {})
     rows = []
@@ -242,6 +304,10 @@ def candidates(
             if modal:
                 counts["n_trainers"] = modal
         rows += [system_row(workload, platform, placement, hw, counts) for placement in spec.placements]
+    return rows
+
+
+def _sized(rows: list[dict[str, Any]], hw: HardwareCatalog, coef: Coefficients) -> pl.DataFrame:
     frame = pl.DataFrame(rows, infer_schema_length=None)
     return size_servers(frame, hw, coef) if frame.height else frame
 
@@ -330,7 +396,26 @@ def options(
 ) -> pl.DataFrame:
     """Every option for the workload with its predictions, bands and counterfactuals, not yet ranked: what
     no objective changes, computed once for all of them."""
-    cand = candidates(workload, hw, fleet, platforms, coef)
+    return options_of([workload], hw, fleet, correction, platforms, coef).drop(GROUP)
+
+
+GROUP = "_w"  # which of the workloads a row of a batch answers
+
+
+def options_of(
+    workloads: list[dict[str, Any]],
+    hw: HardwareCatalog,
+    fleet: Fleet,
+    correction: Correction,
+    platforms: Iterable[str] | None = None,
+    coef: Coefficients = DEFAULT,
+) -> pl.DataFrame:
+    """``options`` of several workloads in one evaluation of the model (every step is per row), their rows
+    told apart by ``GROUP`` (the workload's index)."""
+    rows = [
+        {**r, GROUP: i} for i, w in enumerate(workloads) for r in _candidate_rows(w, hw, fleet, platforms)
+    ]
+    cand = _sized(rows, hw, coef)
     if cand.is_empty():
         raise ValueError(
             "no modelled platform to compare" + (f" among {', '.join(platforms)}" if platforms else "")
@@ -349,7 +434,9 @@ def options(
         if correction.active
         else "analytical model only",
     )
+    names = {i: w.get("model_name") or "(custom)" for i, w in enumerate(workloads)}
     res = pred.select(
+        GROUP,
         "platform",
         "placement",
         "tier",
@@ -373,7 +460,7 @@ def options(
         pl.Series("eps_per_w", band[:, 1] / pred["provisioned_w"].to_numpy()).fill_nan(None),
         pl.Series("counterfactual_gain", cf).fill_nan(None),
         pl.Series("_cf_kind", kind),
-        pl.lit(workload.get("model_name") or "(custom)").alias("model_name"),
+        pl.col(GROUP).replace_strict(names, return_dtype=pl.String).alias("model_name"),
         pl.Series("basis", basis),
         pl.lit(correction.cv_mdape_used, pl.Float64).alias("cv_mdape"),
         pl.lit(correction.cv_band_coverage, pl.Float64).alias("band_coverage"),
@@ -383,21 +470,32 @@ def options(
 
 def ranked(opts: pl.DataFrame, objective: str, workload: dict[str, Any]) -> pl.DataFrame:
     """``options`` ranked under the objective; the first fitting one is recommended."""
+    return ranked_of(opts.with_columns(pl.lit(0).alias(GROUP)), objective, [workload]).drop(GROUP)
+
+
+def ranked_of(opts: pl.DataFrame, objective: str, workloads: list[dict[str, Any]]) -> pl.DataFrame:
+    """``options_of`` ranked under the objective, each workload's options apart."""
     res = opts.with_columns(pl.lit(objective).alias("objective"))
     score = "p50_throughput_eps" if objective == "throughput" else "eps_per_w"
-    # Ties (hybrid equals gpu_hbm when the tables fit HBM) go to the simpler placement.
+    # Ties (hybrid equals gpu_hbm when the tables fit HBM) go to the simpler placement; options still
+    # equal keep the catalog's order.
     simpler = pl.col("placement").replace_strict(
         {"gpu_hbm": 0, "system_memory": 1, "remote_ps": 2, "hybrid": 3}, default=4
     )
     res = (
         res.with_columns(pl.col(score).round(6).alias("_score"), simpler.alias("_simpler"))
-        .sort(["fits", "_score", "_simpler"], descending=[True, True, False], nulls_last=True)
+        .sort(
+            [GROUP, "fits", "_score", "_simpler"],
+            descending=[False, True, True, False],
+            nulls_last=True,
+            maintain_order=True,
+        )
         .drop("_score", "_simpler")
-        .with_row_index("rank", offset=1)
     )
+    res = res.select((pl.int_range(1, pl.len() + 1, dtype=pl.UInt32).over(GROUP)).alias("rank"), pl.all())
     res = res.with_columns(((pl.col("rank") == 1) & pl.col("fits")).alias("recommended"))
-    res = res.with_columns(_too_close(res, objective))
-    return res.with_columns(_explain(res, score, workload)).drop("_cf_kind")
+    res = res.with_columns(_too_close(objective))
+    return res.with_columns(_explain(score, workloads)).drop("_cf_kind")
 
 
 # What a hybrid option whose tables fit in HBM takes from the platform's gpu_hbm option: it is that option.
@@ -409,9 +507,9 @@ def _as_gpu_hbm_twin(res: pl.DataFrame) -> pl.DataFrame:
     gpu_hbm option under another name. It gets that option's answer (the fleet correction, fitted per
     placement, must not split one configuration in two) and is marked, so the tie goes to gpu_hbm."""
     hbm = res.filter((pl.col("placement") == "gpu_hbm") & pl.col("fits")).select(
-        "platform", *[pl.col(c).alias(f"_hbm_{c}") for c in TWIN_COLUMNS]
+        GROUP, "platform", *[pl.col(c).alias(f"_hbm_{c}") for c in TWIN_COLUMNS]
     )
-    out = res.join(hbm, on="platform", how="left")
+    out = res.join(hbm, on=[GROUP, "platform"], how="left", maintain_order="left")
     twin = (pl.col("placement") == "hybrid") & pl.col("fits") & pl.col("_hbm_basis").is_not_null()
     return out.with_columns(
         *[pl.when(twin).then(pl.col(f"_hbm_{c}")).otherwise(pl.col(c)).alias(c) for c in TWIN_COLUMNS],
@@ -419,22 +517,20 @@ def _as_gpu_hbm_twin(res: pl.DataFrame) -> pl.DataFrame:
     ).drop([f"_hbm_{c}" for c in TWIN_COLUMNS])
 
 
-def _too_close(res: pl.DataFrame, objective: str) -> pl.Expr:
-    """Options whose P10-P90 band overlaps the recommended option's (under the objective): the model
-    cannot tell them apart. The recommended option is flagged when any other option overlaps it."""
+def _too_close(objective: str) -> pl.Expr:
+    """Options whose P10-P90 band overlaps the recommended option's of their workload (under the
+    objective): the model cannot tell them apart. The recommended option is flagged when any other option
+    overlaps it."""
     per_w = objective == "perf_per_watt"
     lo = pl.col("p10_throughput_eps") / (pl.col("provisioned_w") if per_w else 1)
     hi = pl.col("p90_throughput_eps") / (pl.col("provisioned_w") if per_w else 1)
-    best = res.filter(pl.col("recommended"))
-    if best.is_empty():
-        return pl.lit(False).alias("too_close_to_call")
-    b = best.select(lo.alias("lo"), hi.alias("hi")).row(0, named=True)
+    best_lo = lo.filter(pl.col("recommended")).first().over(GROUP)
+    best_hi = hi.filter(pl.col("recommended")).first().over(GROUP)
     others = pl.col("fits") & ~pl.col("recommended") & ~pl.col("same_as_gpu_hbm")
-    overlaps = others & (lo <= b["hi"]) & (hi >= b["lo"])
-    any_overlap = bool(res.select((overlaps.fill_null(False)).any()).item())
-    return (
-        pl.when(pl.col("recommended")).then(pl.lit(any_overlap)).otherwise(overlaps.fill_null(False))
-    ).alias("too_close_to_call")
+    overlaps = (others & (lo <= best_hi) & (hi >= best_lo)).fill_null(False)
+    return (pl.when(pl.col("recommended")).then(overlaps.any().over(GROUP)).otherwise(overlaps)).alias(
+        "too_close_to_call"
+    )
 
 
 def _count_flags(res: pl.DataFrame, fleet: Fleet, hw: HardwareCatalog) -> pl.Expr:
@@ -477,14 +573,24 @@ def _count(column: str, noun: tuple[str, str]) -> pl.Expr:
     )
 
 
-def _explain(res: pl.DataFrame, score: str, workload: dict[str, Any]) -> pl.Expr:
+def _counterfactual_text(workloads: list[dict[str, Any]]) -> pl.Expr:
+    """What would relieve each option's bottleneck, in its workload's words (its table count)."""
+    tables = {i: str(w.get("n_tables", "")) for i, w in enumerate(workloads)}
+    texts = {
+        f"{k}|{n}": b.counterfactual.format(n_tables=n)
+        for k, b in BOTTLENECKS.items()
+        for n in set(tables.values())
+    }
+    key = pl.concat_str(
+        [pl.col("_cf_kind"), pl.col(GROUP).replace_strict(tables, return_dtype=pl.String)], separator="|"
+    )
+    return key.replace_strict(texts, default="", return_dtype=pl.String)
+
+
+def _explain(score: str, workloads: list[dict[str, Any]]) -> pl.Expr:
     """One sentence per option: throughput with its band and the band's measured coverage, perf/W, the
     bottleneck and its counterfactual, the server counts, and why drawn power may exceed provisioned."""
-    best = res.filter(pl.col("fits")).row(0, named=True) if res["fits"].any() else None
-    cf_text = pl.col("_cf_kind").replace_strict(
-        {k: b.counterfactual.format(n_tables=workload.get("n_tables", "")) for k, b in BOTTLENECKS.items()},
-        default="",
-    )
+    cf_text = _counterfactual_text(workloads)
     coverage = (
         pl.when(pl.col("band_coverage").is_not_null())
         .then(
@@ -531,23 +637,27 @@ def _explain(res: pl.DataFrame, score: str, workload: dict[str, Any]) -> pl.Expr
         .otherwise(pl.lit(""))
     )
     fits_text = pl.concat_str([fits_text, drawn, close])
-    if best is not None:
-        rel = pl.col(score) / best[score]
-        fits_text = (
-            pl.when(pl.col("recommended"))
-            .then(pl.concat_str([pl.lit("Recommended. "), fits_text, pl.lit(".")]))
-            .otherwise(
-                pl.concat_str(
-                    [
-                        fits_text,
-                        pl.lit("; "),
-                        (rel * 100).round(0).cast(pl.Int64).cast(pl.String),
-                        # the best of every option ranked, which a comparison of two platforms may not show
-                        pl.lit(f"% of the best option ({best['platform']}/{best['placement']})."),
-                    ]
-                )
+    # the workload's best option: its recommended one (a workload with an option that fits has one)
+    best = pl.col("recommended")
+    rel = pl.col(score) / pl.col(score).filter(best).first().over(GROUP)
+    best_name = (pl.col("platform") + "/" + pl.col("placement")).filter(best).first().over(GROUP)
+    fits_text = (
+        pl.when(pl.col("recommended"))
+        .then(pl.concat_str([pl.lit("Recommended. "), fits_text, pl.lit(".")]))
+        .otherwise(
+            pl.concat_str(
+                [
+                    fits_text,
+                    pl.lit("; "),
+                    (rel * 100).round(0).cast(pl.Int64).cast(pl.String),
+                    # the best of every option ranked, which a comparison of two platforms may not show
+                    pl.lit("% of the best option ("),
+                    best_name,
+                    pl.lit(")."),
+                ]
             )
         )
+    )
     no_fit = pl.format(
         "{}/{}: the tables with optimizer state ({} GB) do not fit {} ({} GB usable); {} GB short.",
         "platform",
@@ -558,123 +668,3 @@ def _explain(res: pl.DataFrame, score: str, workload: dict[str, Any]) -> pl.Expr
         pl.col("shortfall_gb").round(1),
     )
     return pl.when(pl.col("fits")).then(fits_text).otherwise(no_fit).alias("explanation")
-
-
-def fleet_workloads(fleet: Fleet, models: dict[str, ModelSpec]) -> dict[str, dict[str, Any]]:
-    """One workload per model family in the fleet: its catalog shape, or the family's most common one with
-    its median batch per platform it ran on."""
-    out = {}
-    for name in sorted(fleet.runs["model_name"].unique().to_list()):
-        if name in models:
-            out[name] = workload_of_model(models[name])
-            continue
-        fam = fleet.runs.filter(pl.col("model_name") == name)
-        shape = [k for k in fields.workload_keys()[1:] if k in fam.columns]
-        common = fam.group_by(shape).len().sort("len", descending=True).row(0, named=True)
-        batches = fam.group_by("platform").agg(pl.col("batch_size").median())
-        out[name] = {
-            "model_name": name,
-            **{k: common[k] for k in shape},
-            "batch_map": {r["platform"]: int(r["batch_size"]) for r in batches.iter_rows(named=True)},
-        }
-    return out
-
-
-def never_ran(workload: dict[str, Any], fleet: Fleet) -> str | None:
-    """Why the fleet's observations do not describe this workload (its model family never ran, or a shape
-    field lies outside what the family's runs cover), or None when they do."""
-    name = workload.get("model_name")
-    family = fleet.runs.filter(pl.col("model_name") == name) if name else fleet.runs.clear()
-    if family.is_empty():
-        return f"the fleet never ran {name or 'this workload'}"
-    for f in fields.shape_fields():
-        v = workload.get(f)
-        if v is None or f not in family.columns or family[f].null_count() == family.height:
-            continue
-        seen = family[f].drop_nulls()
-        if family.schema[f] == pl.String:
-            if v not in set(seen.to_list()):
-                return f"the fleet never ran {name} with {f} {v}"
-        elif not seen.min() - 1e-9 <= float(v) <= seen.max() + 1e-9:
-            return f"the fleet never ran {name} with {f} {v:g} (its runs: {seen.min():g}-{seen.max():g})"
-    return None
-
-
-def observed(res: pl.DataFrame, fleet: Fleet, workload: dict[str, Any] | None = None) -> pl.DataFrame:
-    """Attach the fleet's median throughput for each option's model, platform, placement, trainer count and
-    batch; with ``workload``, only where the fleet ran that workload (``observed_note`` says why not)."""
-    why = never_ran(workload, fleet) if workload is not None else None
-    keys = ["model_name", "platform", "placement", "n_trainers", "batch_size"]
-    runs = fleet.runs.clear() if why else fleet.runs
-    med = runs.group_by(keys).agg(
-        pl.col("throughput_eps").median().alias("observed_median_eps"),
-        pl.len().cast(pl.Int64).alias("n_observed_runs"),
-    )
-    return res.join(
-        med.with_columns(pl.col(k).cast(res.schema[k]) for k in ("n_trainers", "batch_size")),
-        on=keys,
-        how="left",
-    ).with_columns(pl.col("n_observed_runs").fill_null(0), pl.lit(why, pl.String).alias("observed_note"))
-
-
-def fleet_recommendations(
-    fleet: Fleet,
-    hw: HardwareCatalog,
-    models: dict[str, ModelSpec],
-    correction: Correction,
-    coef: Coefficients = DEFAULT,
-) -> pl.DataFrame:
-    """Every model family of the fleet x objective x option, ranked."""
-    parts = []
-    for w in fleet_workloads(fleet, models).values():
-        opts = options(w, hw, fleet, correction, None, coef)
-        parts += [observed(ranked(opts, objective, w), fleet, w) for objective in OBJECTIVES]
-    return pl.concat(parts, how="diagonal_relaxed") if parts else pl.DataFrame()
-
-
-def fleet_recommendations_cached(home, hw: HardwareCatalog) -> tuple[pl.DataFrame, dict, bool]:
-    """``fleet_recommendations`` for the data home's fleet with the data home's model fit (if any),
-    refitted only when what it learns from changed (the lake's runs, the user's catalogs, the model fit, the
-    code): (recommendations, the correction's figures, reused). The fit's threads are capped to the cores
-    this process may use."""
-    from threadpoolctl import threadpool_limits
-
-    from pipelines.lib import cache, lake
-    from pipelines.lib.contracts import contract
-    from pipelines.lib.fit import fit_path, load_fit
-    from synthetic_fleet.catalog import load_models
-
-    models_path = home.user_catalog_dir / "models.yaml"
-    version = cache.key(
-        cache.lake_version(home, ["runs"]),
-        cache.files_version([home.user_catalog_dir / "hardware.yaml", models_path, fit_path(home)]),
-        cache.code_version("synthetic_fleet", "pipelines/lib", "schemas"),
-    )
-    computed = []
-
-    def compute() -> dict[str, pl.DataFrame]:
-        computed.append(True)
-        with threadpool_limits(limits=len(os.sched_getaffinity(0))):
-            coef = load_fit(home).coef
-            fleet = Fleet.from_runs(lake.read_table(home, "runs"), hw)
-            correction = fit_correction(fleet, hw, coef)
-            recs = fleet_recommendations(fleet, hw, load_models(models_path, lenient=True), correction, coef)
-        c = contract("recommendations")
-        figures = {
-            "note": correction.note,
-            "cv_mdape_corrected": correction.cv_mdape_corrected,
-            "cv_mdape_analytical": correction.cv_mdape_analytical,
-            "cv_band_coverage": correction.cv_band_coverage,
-            "n_runs": correction.n_runs,
-        }
-        return {
-            "recommendations": c.conform(recs if recs.height else c.empty_frame()),
-            "correction": pl.DataFrame(
-                [figures], schema={k: (pl.String if k == "note" else pl.Float64) for k in figures}
-            ),
-        }
-
-    frames = cache.cached_frames(home, "recommendations", version, compute)
-    figures = frames["correction"].row(0, named=True)
-    figures["n_runs"] = int(figures["n_runs"] or 0)
-    return frames["recommendations"], figures, not computed

@@ -11,7 +11,8 @@ import yaml
 
 from pipelines.cli import main
 from pipelines.lib import lake
-from pipelines.lib.recommend import Fleet, fit_correction, never_ran, observed, recommend
+from pipelines.lib.recommend import Fleet, fit_correction, recommend
+from pipelines.lib.recommend_fleet import never_ran, observed
 from synthetic_fleet.calibration import default_fleet
 from synthetic_fleet.sizing import workload_of_model
 from synthetic_fleet.whatif import ask

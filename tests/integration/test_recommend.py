@@ -7,8 +7,10 @@ import polars as pl
 import pytest
 
 from pipelines.cli import main
-from pipelines.lib.recommend import Fleet, fit_correction, observed, recommend, workload_of_model
+from pipelines.lib.recommend import OBJECTIVES, Fleet, fit_correction, recommend
+from pipelines.lib.recommend_fleet import fleet_recommendations, fleet_workloads, observed
 from synthetic_fleet.calibration import default_fleet
+from synthetic_fleet.sizing import workload_of_model
 
 
 @pytest.fixture(scope="module")
@@ -180,3 +182,49 @@ def test_correction_features_keep_the_option_order_they_were_fitted_with(fleet, 
         if option in correction.options:
             assert onehot[i, correction.options.index(option)] == 1
     assert X.shape[1] == correction.models[0.5].n_features_in_
+
+
+def test_families_answered_in_batches_equal_each_answered_alone(fleet, hw, models, correction, monkeypatch):
+    """The night answers every model family in batches of one model evaluation each (20,000 families
+    in a day: time linear in the families, memory bounded by the batch); a batch never mixes one family's
+    options, ranks, bands, explanations or observed medians into another's."""
+    import pipelines.lib.recommend_fleet as rec
+
+    # the fleet's three catalog models and eleven families named as a producer might, with their own shapes
+    renamed = fleet.runs.head(400).with_columns(
+        pl.when(pl.int_range(pl.len()) % 5 == 0)
+        .then(pl.format("team-ctr-{}", pl.int_range(pl.len()) % 11))
+        .otherwise(pl.col("model_name"))
+        .alias("model_name")
+    )
+    mixed = Fleet(renamed)
+    workloads = list(fleet_workloads(mixed, models).values())
+    assert len(workloads) == 14
+    monkeypatch.setattr(rec, "FAMILIES_PER_BATCH", 4)  # 4 batches, the last one short
+    batched = fleet_recommendations(mixed, hw, models, correction)
+    alone = pl.concat(
+        [
+            observed(recommend(w, hw, mixed, correction, objective), mixed, w)
+            for w in workloads
+            for objective in OBJECTIVES
+        ],
+        how="diagonal_relaxed",
+    )
+    assert batched.equals(alone)
+    assert batched.filter(pl.col("recommended")).height == 2 * 14
+
+
+def test_the_fleet_answers_per_family_questions_from_one_pass_over_its_runs(fleet):
+    runs = fleet.runs
+    some = runs.row(0, named=True)
+    name, platform = some["model_name"], some["platform"]
+    on = runs.filter((pl.col("model_name") == name) & (pl.col("platform") == platform))
+    counts = on.group_by("n_trainers").len()
+    top = counts.filter(pl.col("len") == counts["len"].max())["n_trainers"].min()
+    assert fleet.modal(name, platform, "n_trainers") == top
+    assert fleet.modal("never-ran", platform, "n_trainers") is not None  # the platform's own mode
+    assert fleet.modal(name, "no-such-platform", "n_trainers") is None
+    plat = runs.filter(pl.col("platform") == platform)["n_trainers"]
+    assert fleet.count_range(platform, "n_trainers") == (plat.min(), plat.max())
+    assert fleet.family(name).equals(runs.filter(pl.col("model_name") == name))
+    assert fleet.family("never-ran").is_empty()

@@ -9,10 +9,10 @@ import pytest
 import yaml
 
 from pipelines.cli import main
-from pipelines.lib.recommend import Fleet, _band, fit_correction, recommend, workload_of_model
+from pipelines.lib.recommend import Fleet, _band, fit_correction, recommend
 from synthetic_fleet.calibration import default_fleet, predict
 from synthetic_fleet.model import DEFAULT
-from synthetic_fleet.sizing import AMPLE_READERS
+from synthetic_fleet.sizing import AMPLE_READERS, workload_of_model
 
 
 @pytest.fixture(scope="module")

@@ -119,7 +119,7 @@ def merged_utilisation(fleet: FleetHome):
 )
 def recommendations(fleet: FleetHome) -> dg.MaterializeResult:
     """Per model family and objective: every platform x placement, ranked, with bands and explanations."""
-    from pipelines.lib.recommend import fleet_recommendations_cached
+    from pipelines.lib.recommend_fleet import fleet_recommendations_cached
 
     home = fleet.data_home()
     recs, correction, reused = fleet_recommendations_cached(home, fleet.hardware())
