@@ -126,6 +126,27 @@ def _classify(landing: Path, path: Path, parts: tuple[str, ...]) -> LandingFile:
     return LandingFile(source, day, path, rel, None, (st.st_mtime_ns, st.st_size))
 
 
+def _linked_day(path: Path, parts: tuple[str, ...]) -> LandingFile:
+    rel = printable("/".join(parts)) + "/"
+    try:
+        st = path.lstat()
+        sig = (st.st_mtime_ns, st.st_size)
+    except OSError:
+        sig = (0, 0)
+    return LandingFile(
+        printable(parts[0]),
+        parts[1],
+        path,
+        rel,
+        (
+            "file_outside_landing",
+            f"{rel}: the day folder is a link to {printable(os.path.realpath(path))}, outside the landing "
+            "folder; nothing in it is read: deliver the day's files themselves",
+        ),
+        sig,
+    )
+
+
 def _hidden(path: Path, parts: tuple[str, ...], folder: bool) -> LandingFile:
     rel = printable("/".join(parts)) + ("/" if folder else "")
     what = (
@@ -146,8 +167,9 @@ def _hidden(path: Path, parts: tuple[str, ...], folder: bool) -> LandingFile:
 def walk(landing: Path) -> Iterator[LandingFile]:
     """Every entry under ``landing`` that is not a layout folder, classified (a hidden folder is one entry).
 
-    Links are never followed into content: a linked day folder is listed (its entries are then links
-    out of the landing folder, or inside it), a linked file is checked before anything reads it.
+    Links are never followed into content: a day folder linked inside the landing folder is listed, one
+    linked outside it is one entry (nothing under it listed), a linked file is checked before anything
+    reads it.
     """
     if not landing.is_dir():
         return
@@ -163,6 +185,9 @@ def walk(landing: Path) -> Iterator[LandingFile]:
             path = Path(entry.path)
             if entry.name.startswith("."):
                 yield _hidden(path, sub, entry.is_dir(follow_symlinks=False))
+                continue
+            if len(sub) == 2 and entry.is_symlink() and is_day(entry.name) and not _inside(path, landing):
+                yield _linked_day(path, sub)  # one entry: nothing under it is listed or read
                 continue
             is_layout_dir = len(sub) < 3 and entry.is_dir(follow_symlinks=len(sub) == 2)
             if (is_layout_dir and (len(sub) == 1 or is_day(entry.name))) or entry.is_dir(

@@ -223,3 +223,23 @@ def test_a_column_with_an_empty_name_is_an_extra_column_and_every_row_is_read(ho
     extras = r.extra_fields.filter(pl.col("source_file").str.ends_with(path.name))["fields"].unique()
     # an unquoted empty CSV field is no value (nothing to keep); the Parquet column's values are kept
     assert extras.to_list() == ([] if fmt == "csv" else ['{"":"left over"}'])
+
+
+def test_a_json_member_sent_twice_is_quarantined_naming_it_in_every_tier(home, hw, small_day, monkeypatch):
+    # {"role": "trainer", ..., "role": "sparse_ps"}: DuckDB keeps the first value, most parsers the last
+    write_day(small_day, home.landing, source="producer", fmt="jsonl")
+    path = home.landing / "producer" / DAY / "utilisation_samples.jsonl"
+    lines = path.read_text().splitlines()
+    lines[6] = lines[6][:-1] + ', "role": "sparse_ps"}'
+    path.write_text("\n".join(lines) + "\n")
+    rows = small_day.samples.height
+    for tiers in (("duckdb", "precise"), ("pyarrow", "precise"), ("precise",)):
+        monkeypatch.setattr(jsonl, "TIERS", tiers)
+        r = ingest_day(home, DAY, hw.platforms)
+        q = r.quarantine
+        assert q.select("row_number", "reason_code", "field").rows() == [(7, "bad_json", "role")], tiers
+        assert q["message"][0].startswith("member 'role' appears more than once in the object")
+        assert q["raw_record"][0] == lines[6]
+        led = r.ingest_ledger.filter(pl.col("source_file") == q["source_file"][0])
+        assert led.select("rows_in", "rows_accepted", "rows_quarantined").rows() == [(rows, rows - 1, 1)]
+        r.discard()

@@ -158,6 +158,9 @@ def test_delivering_a_folder_never_reads_through_links_or_fifos(tmp_path, home, 
     outside_day = tmp_path / "elsewhere"
     outside_day.mkdir()
     (outside_day / "runs.jsonl").write_text('{"run_id": "stolen-2"}\n')
+    for sub in ("ssl", "ssl/certs", "cron.d"):  # a tree such as /etc: none of its names is listed
+        (outside_day / sub).mkdir()
+        (outside_day / sub / "private.key").write_text("secret\n")
     src = tmp_path / "delivery"
     day_dir = src / "acme" / DAY
     day_dir.mkdir(parents=True)
@@ -174,9 +177,15 @@ def test_delivering_a_folder_never_reads_through_links_or_fifos(tmp_path, home, 
     assert reasons == {
         f"acme/{DAY}/runs-link.jsonl": "file_outside_landing",
         f"acme/{DAY}/runs-pipe.jsonl": "file_not_regular",
-        f"evil/{DAY}/runs.jsonl": "file_outside_landing",
+        f"evil/{DAY}/": "file_outside_landing",
     }
     assert "stolen" not in "".join(q["message"].to_list() + [r or "" for r in q["raw_record"].to_list()])
+    ledger = lake.read_partition(home, "ingest_ledger", DAY)
+    assert not any(
+        "private.key" in x or "ssl" in x for x in ledger["source_file"].to_list() + q["message"].to_list()
+    )
+    linked = q.filter(pl.col("source_file") == f"evil/{DAY}/")["message"][0]
+    assert linked.startswith(f"evil/{DAY}/: the day folder is a link to {outside_day.resolve()}, outside")
     assert summary.not_read == (
         "1 landing entry is read by no day: acme/latest/runs.jsonl (not in a <source>/<YYYY-MM-DD>/ folder); "
         "move each file into the folder of its day (a hidden name is a file still being written)"

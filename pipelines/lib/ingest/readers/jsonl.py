@@ -170,20 +170,33 @@ def parse_lines(
     )
     bad_json = ~parsed["is_valid_json"]
     not_obj = parsed["is_valid_json"] & (parsed["json_kind"] != "OBJECT")
-    bad = bad_json | not_obj
+    # a member named twice: parsers disagree on which value counts (DuckDB keeps the first, most the last)
+    twice = parsed.select(
+        pl.col("keys").list.eval(pl.element().filter(pl.element().is_duplicated())).list.first()
+    ).to_series()
+    bad = bad_json | not_obj | twice.is_not_null()
     rejects = None
     if bad.any():
         kind = pl.Series(parsed["json_kind"].filter(bad)).str.to_lowercase()
         is_bad_json = pl.Series(bad_json.filter(bad))
+        dup = twice.filter(bad)
         rejects = frame.filter(bad).select(
             ROW,
-            pl.when(is_bad_json)
+            pl.when(is_bad_json | dup.is_not_null())
             .then(pl.lit("bad_json"))
             .otherwise(pl.lit("not_an_object"))
             .alias("reason_code"),
-            pl.lit(None, pl.String).alias("field"),
+            dup.alias("field"),
             pl.when(is_bad_json)
             .then(pl.lit("line is not valid JSON (check quotes, commas and brackets)"))
+            .when(dup.is_not_null())
+            .then(
+                pl.format(
+                    "member '{}' appears more than once in the object: which value is meant is ambiguous "
+                    "(parsers differ); send each member once",
+                    dup,
+                )
+            )
             .otherwise(
                 pl.format("line is JSON but not an object ({}); each line must be one record {{...}}", kind)
             )
