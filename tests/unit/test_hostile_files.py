@@ -243,3 +243,29 @@ def test_a_json_member_sent_twice_is_quarantined_naming_it_in_every_tier(home, h
         led = r.ingest_ledger.filter(pl.col("source_file") == q["source_file"][0])
         assert led.select("rows_in", "rows_accepted", "rows_quarantined").rows() == [(rows, rows - 1, 1)]
         r.discard()
+
+
+def test_parquet_columns_no_contract_knows_are_kept_whatever_their_type(home, hw, small_day):
+    # a nested, a binary and a duration column beside the contract's: every row read, the values kept in
+    # extra_fields as their JSON text (a string unquoted, as JSON Lines keeps them)
+    write_day(small_day, home.landing, source="producer", fmt="parquet")
+    path = home.landing / "producer" / DAY / "utilisation_samples.parquet"
+    t = pq.read_table(path)
+    n = t.num_rows
+    t = t.append_column("labels", pa.array([{"rack": "r1", "gpus": [0, 1]}] + [None] * (n - 1)))
+    t = t.append_column("blob", pa.array([None, b"\x00\xff"] + [None] * (n - 2)))
+    t = t.append_column("wait", pa.array([None, None, 5_000_000] + [None] * (n - 3), pa.duration("us")))
+    pq.write_table(t, path)
+    r = ingest_day(home, DAY, hw.platforms)
+    led = r.ingest_ledger.filter(pl.col("source_file").str.ends_with(path.name))
+    assert led.select("rows_in", "rows_accepted", "file_status").rows() == [(n, n, "accepted")]
+    extras = r.extra_fields.filter(pl.col("source_file").str.ends_with(path.name)).sort("row_number")
+    assert extras.select("row_number", "fields").rows() == [
+        (1, '{"labels":"{\\"rack\\":\\"r1\\",\\"gpus\\":[0,1]}"}'),
+        (2, '{"blob":"\\\\x00\\\\xFF"}'),
+        (3, '{"wait":"00:00:05"}'),
+    ]
+    # a column the contract knows, of a type ingest cannot read, still refuses the file, naming it
+    pq.write_table(t.set_column(t.schema.get_field_index("role"), "role", t["labels"]), path)
+    q = ingest_day(home, DAY, hw.platforms).quarantine.filter(pl.col("source_file").str.ends_with(path.name))
+    assert q["reason_code"].to_list() == ["file_unreadable"] and "['role']" in q["message"][0]

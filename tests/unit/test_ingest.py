@@ -200,7 +200,9 @@ def test_odd_files_are_quarantined_not_fatal(landed, hw, small_day):
         r.quarantine.filter(pl.col("source").eq("producer")).select("source_file", "reason_code").iter_rows()
     )
     assert q["producer/2026-11-20/runs-reserved.jsonl"] == "file_unreadable"
-    assert q["producer/2026-11-20/runs-nested.parquet"] == "file_unreadable"
+    # columns no contract knows, of any type, do not refuse the file: its one row is read, and rejected
+    # only for the run fields it lacks (test_hostile_files keeps such columns of a good row)
+    assert q["producer/2026-11-20/runs-nested.parquet"] == "missing_required"
     assert "r-empty" in r.runs["run_id"].to_list()  # an empty key is not addressable; the row itself is fine
     assert r.runs.height == small_day.runs.height + 1 and reconciliation(r.ingest_ledger).height == 0
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
+import duckdb
 import numpy as np
 import polars as pl
 import pyarrow as pa
@@ -79,6 +80,20 @@ def _open(src: Source) -> tuple[pq.ParquetFile, int]:
     if limits_exceeded(expanded, stored, src.limits):
         raise expansion_problem(src.rel, expanded, stored, "the Parquet pages", src.limits)
     return pf, stored
+
+
+def _as_text(con: duckdb.DuckDBPyConnection, col: pa.Array) -> pa.Array:
+    """A column of a type ingest does not read (nested, binary, duration, ...) as each value's JSON text,
+    a string's unquoted (as JSON Lines keeps a field no contract knows)."""
+    con.register("odd", pa.table({"v": col}))
+    try:
+        out = con.sql(
+            "SELECT CASE WHEN json_type(j) = 'VARCHAR' THEN j ->> '$' ELSE CAST(j AS VARCHAR) END AS v "
+            "FROM (SELECT to_json(v) AS j FROM odd)"
+        ).to_arrow_table()
+    finally:
+        con.unregister("odd")
+    return out["v"].combine_chunks().cast(pa.large_string())
 
 
 def _value_bytes(col: pa.Array) -> np.ndarray | None:
@@ -157,13 +172,16 @@ def read(src: Source, c: Contract, info: FileInfo) -> Iterator[RawBatch]:
     pf, stored = _open(src)
     schema = pf.schema_arrow
     refuse_reserved(schema.names, src.rel)
+    names = [col.name for col in c.landing_columns]
     odd = [f.name for f in schema if not _readable(f.type)]
-    if odd:
+    if odd_known := [n for n in odd if n in names]:
         raise FileProblem(
             "file_unreadable",
-            f"{src.rel}: column(s) {odd} have types ingest cannot read (nested, duration, binary, ...)",
+            f"{src.rel}: column(s) {odd_known} have types ingest cannot read (nested, duration, binary, ...)",
         )
-    names = [col.name for col in c.landing_columns]
+    # a column no contract knows is kept in extra_fields whatever its type: as its values' JSON text
+    as_text = [schema.get_field_index(n) for n in odd]
+    con = duckdb.connect() if as_text else None
     extras = [n for n in schema.names if n not in names]
     info.extra_columns = extras
     internal = dict(zip(extras, extra_names(extras), strict=True))
@@ -183,6 +201,11 @@ def read(src: Source, c: Contract, info: FileInfo) -> Iterator[RawBatch]:
             for lo, hi in ranges:
                 part = rb.slice(lo, hi - lo)
                 plain = [_plain(col) for col in part.columns]
+                for i in as_text:
+                    plain[i] = _as_text(con, plain[i])
+                    _check_values(
+                        plain[i], part.schema.names[i], src.rel, row + held_rows, limits.max_record_bytes
+                    )
                 held.append(pa.Table.from_arrays(plain, names=part.schema.names))
                 held_rows += hi - lo
                 held_bytes += size * (hi - lo) // max(rb.num_rows, 1)
@@ -196,3 +219,14 @@ def read(src: Source, c: Contract, info: FileInfo) -> Iterator[RawBatch]:
         raise
     except Exception as exc:
         raise _unreadable(src.rel, exc) from exc
+    finally:
+        if con is not None:
+            con.close()
+
+
+def _check_values(col: pa.Array, name: str, rel: str, first_row: int, max_value: int) -> None:
+    """A text value above ``max_value`` bytes refuses the file."""
+    sizes = pc.binary_length(col).fill_null(0).to_numpy(zero_copy_only=False)
+    if len(sizes) and sizes.max() > max_value:
+        i = int(sizes.argmax())
+        raise oversized(rel, first_row + i, int(sizes[i]), max_value, what=f"the value of '{name}' in row")
