@@ -3,17 +3,19 @@ assets; each as a run of the `nightly` job (with its partition), so the UI shows
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
 import multiprocessing
 import os
 import shutil
+import signal
 import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
@@ -27,7 +29,7 @@ from pipelines.lib.ingest.dedupe import dependent_days, dependent_note
 from pipelines.lib.landing import inventory, landing_days
 from pipelines.lib.paths import INSTANCE_TEMPLATE, DataHome
 from pipelines.lib.preflight import Unavailable
-from pipelines.lib.procs import exit_with_parent, this_worker
+from pipelines.lib.procs import exit_with_parent, stopping, this_worker
 from pipelines.lib.settings import IngestLimits, Settings
 from pipelines.runs import (
     HANDLED_BY,
@@ -186,6 +188,8 @@ def _run_day(
     """One day's daily assets as one run of the nightly job (in this process on ``instance``, or in a worker
     process on the instance of $DAGSTER_HOME); the day, the run, its seconds and the checks that did not
     pass."""
+    if stopping():
+        raise KeyboardInterrupt  # told to stop before this day began: its run is not started
     start = time.perf_counter()
     instance = instance or ensure_instance(home)
     job, daily, _ = _graph()
@@ -363,18 +367,40 @@ def _run_wave(
         _run_on_workers(home, instance, wave, tags_for, settings, done, progress)
     elif workers > 1 and len(wave) > 1:
         ctx = multiprocessing.get_context("spawn")  # no fork of a process with DuckDB and polars threads
+        stop = ctx.Event()
         with ProcessPoolExecutor(
             max_workers=min(workers, len(wave)),
             mp_context=ctx,
             initializer=exit_with_parent,
-            initargs=(os.getpid(),),
+            initargs=(os.getpid(), stop),
         ) as pool:
-            futures = [pool.submit(_run_day, home, d, day_tags(d), settings.ingest) for d in wave]
-            for fut in as_completed(futures):
-                done(*fut.result())
+            try:
+                with _signals_interrupt():
+                    futures = [pool.submit(_run_day, home, d, day_tags(d), settings.ingest) for d in wave]
+                    for fut in as_completed(futures):
+                        done(*fut.result())
+            except KeyboardInterrupt:
+                stop.set()  # the workers end their days' runs as a signal would, then exit
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
     else:
         for day in wave:
             done(*_run_day(home, day, day_tags(day), settings.ingest, instance))
+
+
+@contextlib.contextmanager
+def _signals_interrupt() -> Iterator[None]:
+    """SIGTERM, like SIGINT, interrupts this process's wait (as it does a run executing here): without it, a
+    SIGTERM ended `fleet run` while its day pool ran, without a word."""
+
+    def interrupt(_signo, _frame) -> None:
+        raise KeyboardInterrupt
+
+    before = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def _run_on_workers(

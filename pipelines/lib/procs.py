@@ -5,11 +5,14 @@ with their holder's."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import threading
 import time
+from multiprocessing.synchronize import Event
 
 PARENT_POLL_S = 1.0  # how often a pool worker looks for the process that started it
+STOP_GRACE_S = 10.0  # how long a stopped pool worker's day run gets to end before the worker exits
 
 
 def _start_ticks(pid: int) -> str:
@@ -42,15 +45,31 @@ def worker_alive(worker: str) -> bool | None:
     return not ticks or _start_ticks(pid) in ("", ticks)
 
 
-def exit_with_parent(parent: int) -> None:
-    """A pool worker's initializer (``initargs=(os.getpid(),)``): the worker exits once ``parent``, the
+def exit_with_parent(parent: int, stop: Event | None = None) -> None:
+    """A pool worker's initializer (``initargs=(os.getpid(), stop)``): the worker exits once ``parent``, the
     process that started it, is gone, even before it got here. A killed `fleet run` otherwise left its day
     pool (and multiprocessing's resource tracker, which waits for them) blocked forever, holding about a
-    gigabyte."""
+    gigabyte. When ``stop`` is set (the parent was told to stop), the worker stops as a signal would stop
+    it (Dagster ends the day's run), and exits at the latest STOP_GRACE_S later."""
+
+    global _stop
+    _stop = stop
 
     def watch() -> None:
         while os.getppid() == parent:
+            if stop is not None and stop.is_set():
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(STOP_GRACE_S)
+                os._exit(143)
             time.sleep(PARENT_POLL_S)
         os._exit(1)
 
     threading.Thread(target=watch, name="fleet-exit-with-parent", daemon=True).start()
+
+
+_stop: Event | None = None  # a pool worker's stop event (exit_with_parent)
+
+
+def stopping() -> bool:
+    """Whether this pool worker's parent told it to stop: no new work is started then."""
+    return _stop is not None and _stop.is_set()

@@ -4,17 +4,21 @@ import contextlib
 import os
 import shutil
 import signal
+import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
+import dagster as dg
 import polars as pl
 import pytest
 
 from pipelines.cli import main
 from pipelines.lib import lake
-from pipelines.lib.paths import DataHome
+from pipelines.lib.paths import PROJECT_ROOT, DataHome
 from tests.support.cli import BIN
+from tests.support.deadruns import instance_at
 
 pytestmark = pytest.mark.usefixtures("fleet_cli")  # every test crosses the process boundary
 TABLES = ["runs", "utilisation_samples", "quarantine", "ingest_ledger", "extra_fields"]
@@ -137,3 +141,61 @@ def test_a_killed_night_leaves_no_process_behind(landing, tmp_path):
     while any(_alive(p, s) for p, s in kids.items()) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not [p for p, s in kids.items() if _alive(p, s)], "left running after the night was killed"
+
+
+HOLD_DAYS = """
+import sys, time
+from pipelines.lib import lake
+from pipelines.lib.paths import DataHome
+store = lake.store(DataHome.resolve(sys.argv[1]))
+held = [store.lock(f"day={d}") for d in sys.argv[2:]]
+for h in held:
+    h.__enter__()
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_night_stopped_while_its_days_wait_for_a_lock_says_so_and_leaves_nothing_behind(landing, tmp_path):
+    # SIGTERM (from `timeout`, a scheduler) of `fleet run --workers 2` while its days waited on the lake's
+    # lock of their day ended it without a word (the SIGTERM killed it outright) and left its day pool.
+    home = _fresh(landing, tmp_path / "night")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_DAYS, str(home.root), "2026-11-20", "2026-11-21", "2026-11-22"],
+        cwd=PROJECT_ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        said = tmp_path / "stderr.txt"
+        with open(said, "w") as err:
+            night = subprocess.Popen(
+                [str(BIN / "fleet"), "run", "--home", str(home.root), "--workers", "2"],
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                env={**os.environ, "DAGSTER_HOME": ""},
+            )
+        deadline = time.monotonic() + 120
+        while said.read_text().count("waiting for the lake's lock") < 2:
+            assert night.poll() is None and time.monotonic() < deadline, said.read_text()
+            time.sleep(0.2)
+        kids = _children(night.pid)
+        night.send_signal(signal.SIGTERM)
+        assert night.wait(timeout=60) == 143
+        text = said.read_text()
+        assert "fleet run: stopped by a signal (SIGTERM/SIGINT)" in text and "Traceback" not in text, text
+        who = f"held by process {holder.pid} on {socket.gethostname()}, since "
+        assert f"waiting for the lake's lock 'day=2026-11-20', {who}" in text, text
+        deadline = time.monotonic() + 15
+        while any(_alive(p, s) for p, s in kids.items()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not [p for p, s in kids.items() if _alive(p, s)], "left running after the night was stopped"
+        instance = instance_at(home.dagster_home)
+        try:  # the days' runs ended as stopped runs do, none left started
+            assert not instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED]))
+        finally:
+            instance.dispose()
+    finally:
+        holder.kill()
+        holder.wait()

@@ -4,6 +4,8 @@ night, atomic day replaces, concurrent writers, and credentials that never show.
 from __future__ import annotations
 
 import json
+import logging
+import logging.handlers
 import os
 import socket
 import subprocess
@@ -266,14 +268,22 @@ def test_a_lease_of_a_killed_process_of_this_machine_is_taken_at_once_a_live_one
     with store.lock(name, timeout_s=30):
         assert time.monotonic() - started < 5
     live = _lease_holder(s3_lake, name)
+    said_while_waiting = logging.handlers.BufferingHandler(100)
+    logging.getLogger("fleet.lake").addHandler(said_while_waiting)
     try:
-        with pytest.raises(lake.locks.LockTimeout) as held, store.lock(name, timeout_s=2):
+        with pytest.raises(lake.locks.LockTimeout) as held, store.lock(name, timeout_s=4):
             pass
     finally:
+        logging.getLogger("fleet.lake").removeHandler(said_while_waiting)
         live.kill()
         live.wait()
     said = str(held.value)
-    assert f"held for 2 s by {socket.gethostname()}:{live.pid}:" in said and "its lease runs until" in said
+    who = f"process {live.pid} on {socket.gethostname()}"
+    assert f"held for 4 s by {who} (its lease runs until" in said
+    # the wait was said as it began, in one line naming the holder
+    waits = [r.getMessage() for r in said_while_waiting.buffer]
+    assert len(waits) == 1
+    assert waits[0].startswith(f"waiting for the lake's lock {name!r}, held by {who} (its lease runs until")
 
 
 def test_no_credential_appears_in_any_output(tmp_path, s3_store, s3_lake, small_day):
