@@ -25,6 +25,8 @@ TEMPLATE = Path(__file__).resolve().parent / "report_template.html"
 SCRIPT = Path(__file__).resolve().parent / "report.js"  # the page's logic: chart widths, date-range control
 RUN_EXPLORER_MAX = 600  # runs in the linked scatter: the latest of each day, so the report stays flat
 MAX_DAYS = 31  # days with runs the report holds (the latest of the range): its size stays flat over time
+MAX_MODELS = 12  # model families drawn by name (those with the most runs); the others as one
+OTHER_MODELS = "(other models)"
 
 
 @dataclass
@@ -45,6 +47,7 @@ class ReportInputs:
     days: list[str] = field(default_factory=list)  # the days with runs the report covers (date-range control)
     run_efficiency: pl.DataFrame = field(default_factory=lambda: contract("run_efficiency").empty_frame())
     server_outliers: pl.DataFrame = field(default_factory=lambda: contract("server_outliers").empty_frame())
+    named_models: list[str] | None = None  # the families drawn by name (None: all); see MAX_MODELS
 
 
 @dataclass
@@ -214,6 +217,27 @@ def _spans(runs: pl.DataFrame) -> str:
     )
 
 
+def _named_models(runs: pl.DataFrame) -> list[str] | None:
+    """The MAX_MODELS model families with the most runs (then by name), or None when there are no more."""
+    counts = runs.group_by("model_name").len()
+    if counts.height <= MAX_MODELS:
+        return None
+    busiest = counts.sort(["len", "model_name"], descending=[True, False]).head(MAX_MODELS)
+    return busiest["model_name"].to_list()
+
+
+def fewer_models(frame: pl.DataFrame, named: list[str] | None) -> pl.DataFrame:
+    """``frame`` with every model family not in ``named`` as OTHER_MODELS (None: every family named)."""
+    if named is None or "model_name" not in frame.columns:
+        return frame
+    return frame.with_columns(
+        pl.when(pl.col("model_name").is_in(named))
+        .then(pl.col("model_name"))
+        .otherwise(pl.lit(OTHER_MODELS))
+        .alias("model_name")
+    )
+
+
 def gather(home: DataHome, first: str | None = None, last: str | None = None) -> ReportInputs:
     """Read the aggregated tables of the latest MAX_DAYS days with runs in ``first`` .. ``last`` (default:
     the whole lake) and evaluate the model views."""
@@ -226,10 +250,16 @@ def gather(home: DataHome, first: str | None = None, last: str | None = None) ->
     runs = _between(lake.read_table(home, "runs"), first, last).with_columns(
         pl.col("model_name").fill_null(charts.UNKNOWN_MODEL)
     )
+    # a fleet of thousands of model families (a name per run) is drawn as its busiest families and the rest
+    named = _named_models(runs)
+    n_runs, n_families = runs.height, runs["model_name"].n_unique()
+    runs, dist = fewer_models(runs, named), fewer_models(dist, named)
     ledger = _between(lake.read_table(home, "ingest_ledger"), first, last)
     volume = _between(lake.read_table(home, "sample_volume"), first, last)
     stats = _between(lake.read_table(home, "run_role_stats"), first, last)
     recs = lake.read_table(home, "recommendations")
+    if named is not None:
+        recs = recs.filter(pl.col("model_name").is_in(named))
     tvp = lake.read_table(home, "trainer_vs_ps")
     daily = (
         runs.group_by("day", "model_name", "platform")
@@ -274,7 +304,7 @@ def gather(home: DataHome, first: str | None = None, last: str | None = None) ->
     last_ingest = ledger["ingested_at"].max() if ledger.height else None
     n_samples = int(ledger.filter(pl.col("table_name") == "utilisation_samples")["rows_accepted"].sum())
     header = {
-        "fleet": f"{runs.height:,} runs, {n_samples:,} samples, "
+        "fleet": f"{n_runs:,} runs, {n_samples:,} samples, "
         f"{int(ledger['rows_quarantined'].sum()) if ledger.height else 0:,} rows quarantined",
         "date range": _spans(runs) if runs.height else "no data",
         "data freshness": f"last ingest {last_ingest:%Y-%m-%d %H:%M} UTC"
@@ -283,6 +313,12 @@ def gather(home: DataHome, first: str | None = None, last: str | None = None) ->
         "platforms": ", ".join(sorted(set(runs["platform"].drop_nulls().to_list()))) or "-",
         "samples arrived": _volume_line(volume),
     }
+    if named is not None:
+        header["model families"] = (
+            f"{n_families:,}: the {MAX_MODELS} with the most runs are drawn by name and in the hardware fit, "
+            f"the others as {OTHER_MODELS}; every family's recommendations are in the recommendations table "
+            "(`fleet sql`)"
+        )
     if len(in_range) > len(days):
         header["days shown"] = (
             f"the latest {len(days)} of {len(in_range)} days with runs ({in_range[0]} .. {in_range[-1]}); "
@@ -303,6 +339,7 @@ def gather(home: DataHome, first: str | None = None, last: str | None = None) ->
         days,
         _between(lake.read_table(home, "run_efficiency"), first, last),
         _between(lake.read_table(home, "server_outliers"), first, last),
+        named,
     )
 
 
@@ -354,7 +391,7 @@ def build_charts(
     if inputs.daily.height:
         out["fleet_trends"] = charts.trends(inputs.daily, days)
     if inputs.run_efficiency["right_sized_servers"].is_not_null().any():
-        out["waste"] = charts.waste(inputs.run_efficiency, days)
+        out["waste"] = charts.waste(fewer_models(inputs.run_efficiency, inputs.named_models), days)
     out["whatif_sweeps"] = same("whatif_sweeps", lambda: charts.whatif_sweeps(inputs.sweeps))
     out["placements"] = same("placements", lambda: charts.placement_comparison(inputs.placements))
     out["calibration"] = same("calibration", lambda: charts.calibration(inputs.calibration))

@@ -66,3 +66,38 @@ def test_report_and_run_without_data_say_so_and_exit_2(tmp_path, capsys):
     landing.mkdir(parents=True)
     assert main(["run", "--home", str(tmp_path / "h"), "--from", "2026-10-01", "--to", "2026-10-02"]) == 2
     assert "no landing files for 2026-10-01..2026-10-02" in capsys.readouterr().err
+
+
+def test_a_night_of_many_model_families_draws_the_busiest_by_name_and_keeps_every_answer(
+    tmp_path, night, hw, models
+):
+    # 5,000 model names (a name per run) failed the night with a traceback: the hardware-fit chart held
+    # 43,083 rows, over Altair's limit of 5,000. 700 families give it more than 5,000 rows.
+    import polars as pl
+
+    from pipelines.lib import lake
+    from pipelines.lib.paths import DataHome
+    from pipelines.lib.recommend import Fleet
+    from synthetic_fleet.sampler import sample_runs
+
+    home = DataHome.resolve(tmp_path / "home")
+    runs = sample_runs(DAY, 720, 7, hw, models)
+    # 20 families with two runs each (the busiest), 680 with one
+    name = pl.int_range(pl.len())
+    runs = runs.with_columns(
+        pl.format("team-model-{}", pl.when(name < 40).then(name // 2).otherwise(name - 20)).alias(
+            "model_name"
+        )
+    ).select([c for c in runs.columns if not c.endswith("_util") and not c.startswith("_")])
+    folder = home.landing / "synthetic" / DAY
+    folder.mkdir(parents=True)
+    runs.write_parquet(folder / "runs.parquet")
+    night(home, [DAY])
+    recs = lake.read_table(home, "recommendations")
+    families = runs["model_name"].n_unique()
+    usable = Fleet.from_runs(runs, hw).runs["model_name"].n_unique()  # families with a succeeded run
+    assert families == 700 and recs["model_name"].n_unique() == usable > 600  # every one answered
+    page = (home.reports / "fleet_report.html").read_text()
+    assert f"{families:,}: the 12 with the most runs are drawn by name" in page
+    assert 'id="chart-hardware_fit"' in page and "(other models)" in page
+    assert "team-model-0" in page and "team-model-600" not in page
