@@ -23,7 +23,8 @@ def test_symlinks_out_of_landing_are_quarantined_unread(landed, hw, tmp_path):
     (landed.landing / "evil" / DAY).symlink_to(outside_day, target_is_directory=True)
     r = ingest_day(landed, DAY, hw.platforms)
     q = r.quarantine.filter(pl.col("reason_code") == "file_outside_landing")
-    assert sorted(q["source_file"]) == [f"evil/{DAY}/runs.jsonl", f"synthetic/{DAY}/runs-link.jsonl"]
+    # the linked day folder is one entry: nothing under it is listed, nor read
+    assert sorted(q["source_file"]) == [f"evil/{DAY}/", f"synthetic/{DAY}/runs-link.jsonl"]
     assert "outside the landing folder" in q["message"][0]
     assert "stolen" not in r.runs["run_id"].to_list() and "stolen-2" not in r.runs["run_id"].to_list()
 
