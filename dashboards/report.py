@@ -15,6 +15,7 @@ import altair as alt
 import polars as pl
 
 from dashboards import charts
+from dashboards.model_views import model_views
 from dashboards.vega_render import Renderers
 from pipelines.lib import cache, fileio, lake
 from pipelines.lib.contracts import contract, resources
@@ -65,92 +66,6 @@ def _between(frame: pl.DataFrame, first: str | None, last: str | None) -> pl.Dat
     if last:
         frame = frame.filter(pl.col("day") <= dt.date.fromisoformat(last))
     return frame
-
-
-def model_views() -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """What-if sweeps (test suite), placement comparison, calibration table and the paper's Table III
-    setting (each production model's CPU baseline against one Big Basin), from the workload model."""
-    from synthetic_fleet.calibration import (
-        evaluate,
-        load_targets,
-        predict,
-        production_ratios,
-        suite_row,
-        system,
-    )
-    from synthetic_fleet.catalog import load_hardware, load_models
-    from synthetic_fleet.model import DEFAULT
-
-    hw, models = load_hardware(), load_models()
-    grid = {
-        "dense features": ("dense", (64, 128, 256, 512, 1024, 2048, 4096)),
-        "sparse features": ("sparse", (4, 8, 16, 32, 64, 128)),
-        "batch size": ("batch", (50, 200, 800, 3200, 12800, 51200)),
-        "rows per table": ("hash_size", (100_000, 1_000_000, 10_000_000, 25_000_000)),
-        "MLP width": ("width", (16, 64, 256, 1024, 2048)),
-    }
-    rows, meta = [], []
-    for label, (key, values) in grid.items():
-        for v in values:
-            for platform in ("cpu", "big_basin", "zion"):
-                kw = {"dense": 512, "sparse": 32}
-                kw[key] = v
-                rows.append(suite_row(platform, kw.pop("dense"), kw.pop("sparse"), **kw))
-                if platform == "zion":
-                    rows[-1]["placement"] = "system_memory"
-                meta.append((label, float(v)))
-    p = predict(rows, hw, DEFAULT).select("platform", "throughput_eps", "bottleneck")
-    sweeps = p.with_columns(
-        pl.Series("field", [m[0] for m in meta]), pl.Series("value", [m[1] for m in meta])
-    )
-    prow = [
-        system(
-            models[m],
-            p_,
-            pl_,
-            n_sparse_ps=(models[m].cpu_baseline or {}).get("n_sparse_ps", 4) if pl_ == "remote_ps" else 0,
-        )
-        for m in ("M1prod", "M2prod", "M3prod")
-        for p_ in ("big_basin", "zion")
-        for pl_ in ("gpu_hbm", "system_memory", "hybrid", "remote_ps")
-    ]
-    placements = predict(prow, hw, DEFAULT).select(
-        "model_name", "platform", "placement", "throughput_eps", "bottleneck", "fits"
-    )
-    results = evaluate(DEFAULT, hw, models)
-    targets = load_targets()
-    cal = pl.DataFrame(
-        [
-            {
-                "id": r.id,
-                "label": f"{r.id} {r.description[:48]}",
-                "status": "PASS" if r.passed else "FAIL",
-                "expected": r.expected,
-                "value_text": r.value,
-                "target": targets[r.id].get("value"),
-                "low": targets[r.id]["value"] - targets[r.id]["tol"] if "value" in targets[r.id] else None,
-                "high": targets[r.id]["value"] + targets[r.id]["tol"] if "value" in targets[r.id] else None,
-                "model": float(r.value) if "value" in targets[r.id] else None,
-            }
-            for r in results
-        ],
-        schema_overrides={"target": pl.Float64, "low": pl.Float64, "high": pl.Float64, "model": pl.Float64},
-    )
-    prod = production_ratios(models, hw, DEFAULT)
-    table_iii = pl.DataFrame(
-        [
-            {
-                "model_name": m,
-                "cpu_setup": f"{v['cpu']['n_trainers']} trainers + {v['cpu']['n_sparse_ps']} sparse PS + "
-                f"{v['cpu']['n_dense_ps']} dense PS",
-                "big_basin_placement": v["bb"]["placement"],
-                "throughput_ratio": v["thr"],
-                "perf_per_watt_ratio": v["ppw"],
-            }
-            for m, v in prod.items()
-        ]
-    )
-    return sweeps, placements, cal, table_iii
 
 
 def _count(n: pl.Expr, noun: str) -> pl.Expr:
@@ -238,6 +153,37 @@ def fewer_models(frame: pl.DataFrame, named: list[str] | None) -> pl.DataFrame:
     )
 
 
+def _explorer(runs: pl.DataFrame, stats: pl.DataFrame, n_days: int) -> pl.DataFrame:
+    """The run explorer's runs: each with its trainers' and sparse PS's mean CPU, the latest of every day."""
+    cpu_means = (
+        stats.filter((pl.col("resource") == "cpu") & pl.col("role").is_in(["trainer", "sparse_ps"]))
+        .group_by("run_id")
+        .agg(
+            pl.col("mean_util").filter(pl.col("role") == "trainer").first().alias("trainer_cpu"),
+            pl.col("mean_util").filter(pl.col("role") == "sparse_ps").first().alias("ps_cpu"),
+        )
+    )
+    return (
+        runs.join(cpu_means, on="run_id")
+        .filter(pl.col("ps_cpu").is_not_null())
+        .sort("start_ts", descending=True, nulls_last=True)
+        # every day keeps its latest runs, so any date range has runs to explore
+        .filter(pl.int_range(pl.len()).over("day") < max(RUN_EXPLORER_MAX // max(n_days, 1), 10))
+        .select(
+            "run_id",
+            "day",
+            "model_name",
+            "platform",
+            "n_trainers",
+            "n_sparse_ps",
+            "throughput_eps",
+            "trainer_cpu",
+            "ps_cpu",
+        )
+        .with_columns(explorer_line().alias("line"))
+    )
+
+
 def gather(home: DataHome, first: str | None = None, last: str | None = None) -> ReportInputs:
     """Read the aggregated tables of the latest MAX_DAYS days with runs in ``first`` .. ``last`` (default:
     the whole lake) and evaluate the model views."""
@@ -268,33 +214,7 @@ def gather(home: DataHome, first: str | None = None, last: str | None = None) ->
         .with_columns(pl.col("rows_quarantined").fill_null(0))
         .sort("day")
     )
-    cpu_means = (
-        stats.filter((pl.col("resource") == "cpu") & pl.col("role").is_in(["trainer", "sparse_ps"]))
-        .group_by("run_id")
-        .agg(
-            pl.col("mean_util").filter(pl.col("role") == "trainer").first().alias("trainer_cpu"),
-            pl.col("mean_util").filter(pl.col("role") == "sparse_ps").first().alias("ps_cpu"),
-        )
-    )
-    explorer = (
-        runs.join(cpu_means, on="run_id")
-        .filter(pl.col("ps_cpu").is_not_null())
-        .sort("start_ts", descending=True, nulls_last=True)
-        # every day keeps its latest runs, so any date range has runs to explore
-        .filter(pl.int_range(pl.len()).over("day") < max(RUN_EXPLORER_MAX // max(len(days), 1), 10))
-        .select(
-            "run_id",
-            "day",
-            "model_name",
-            "platform",
-            "n_trainers",
-            "n_sparse_ps",
-            "throughput_eps",
-            "trainer_cpu",
-            "ps_cpu",
-        )
-        .with_columns(explorer_line().alias("line"))
-    )
+    explorer = _explorer(runs, stats, len(days))
     views = cache.package_frames(  # the model's views change only with its code and built-in catalogs
         "model_views",
         cache.code_version("synthetic_fleet", "dashboards"),

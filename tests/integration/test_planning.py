@@ -231,7 +231,8 @@ def test_recommend_offers_the_hybrid_placement(hw, models, no_fleet):
 
 
 def test_report_compares_cpu_and_big_basin_in_the_papers_setting_or_says_what_differs():
-    from dashboards.report import _table_iii_cards, model_views
+    from dashboards.model_views import model_views
+    from dashboards.report import _table_iii_cards
 
     table_iii = model_views()[3]
     m1 = table_iii.filter(pl.col("model_name") == "M1prod").row(0, named=True)
