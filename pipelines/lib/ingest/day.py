@@ -17,13 +17,11 @@ import contextlib
 import datetime as dt
 import os
 import shutil
-import threading
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import blake3
 import numpy as np
 import polars as pl
 import pyarrow as pa
@@ -48,6 +46,7 @@ from pipelines.lib.ingest.entries import (
     reject_frame,
     row_rejects,
 )
+from pipelines.lib.ingest.hashing import FileHasher, file_stamp
 from pipelines.lib.ingest.readers import FORMATS, Format, detect
 from pipelines.lib.ingest.readers.base import (
     ROW,
@@ -244,43 +243,6 @@ class DayIngest:
         shutil.rmtree(self.staging, ignore_errors=True)
 
 
-class _Hasher:
-    """BLAKE3 of a file, computed now or in a thread while the file is being read (it frees the GIL). BLAKE3,
-    not SHA-256: a cryptographic identity at a quarter of the CPU (SHA-256 was a tenth of a day's ingest)."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.hexdigest = "0" * 64
-        self._thread: threading.Thread | None = None
-
-    def run(self) -> None:
-        h = blake3.blake3()
-        try:
-            with open(self.path, "rb") as fh:
-                while chunk := fh.read(4 << 20):
-                    h.update(chunk)
-        except OSError:
-            return
-        self.hexdigest = h.hexdigest()
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self.run, daemon=True)
-        self._thread.start()
-
-    def join(self) -> None:
-        if self._thread is not None:
-            self._thread.join()
-
-
-def _stamp(path: Path) -> tuple[int, int, int] | None:
-    """What tells a file's version: (inode, size, mtime_ns); None if it cannot be read."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_ino, st.st_size, st.st_mtime_ns
-
-
 class Day:
     """The state of one day's ingest while its files stream through."""
 
@@ -388,11 +350,11 @@ class Day:
             )
             return
         for _ in range(MAX_READS):
-            stamp = _stamp(lf.path)
+            stamp = file_stamp(lf.path)
             self._read_once(f)
             if f.entry.problem is not None and f.entry.problem.reason_code == "file_duplicate":
                 return
-            if _stamp(lf.path) == stamp:
+            if file_stamp(lf.path) == stamp:
                 break
             self.drop_rows(f)
             f.entry, f.info = self._entry(lf, f.table), FileInfo()
@@ -420,7 +382,7 @@ class Day:
         if not head:
             self.file_problem(f, "file_empty", f"{lf.relpath}: the file is empty (0 bytes)")
             return
-        hasher = _Hasher(lf.path)
+        hasher = FileHasher(lf.path)
         f.hashed = True
         if self.may_repeat(size):
             hasher.run()  # may be a duplicate: decide before reading a row
