@@ -587,6 +587,31 @@ def _counterfactual_text(workloads: list[dict[str, Any]]) -> pl.Expr:
     return key.replace_strict(texts, default="", return_dtype=pl.String)
 
 
+def _against_best(fits_text: pl.Expr, score: str) -> pl.Expr:
+    """The recommended option's sentence marked so, every other fitting one's with its share of the best
+    option of its workload (the recommended one: a workload with an option that fits has one)."""
+    best = pl.col("recommended")
+    rel = pl.col(score) / pl.col(score).filter(best).first().over(GROUP)
+    best_name = (pl.col("platform") + "/" + pl.col("placement")).filter(best).first().over(GROUP)
+    return (
+        pl.when(pl.col("recommended"))
+        .then(pl.concat_str([pl.lit("Recommended. "), fits_text, pl.lit(".")]))
+        .otherwise(
+            pl.concat_str(
+                [
+                    fits_text,
+                    pl.lit("; "),
+                    (rel * 100).round(0).cast(pl.Int64).cast(pl.String),
+                    # the best of every option ranked, which a comparison of two platforms may not show
+                    pl.lit("% of the best option ("),
+                    best_name,
+                    pl.lit(")."),
+                ]
+            )
+        )
+    )
+
+
 def _explain(score: str, workloads: list[dict[str, Any]]) -> pl.Expr:
     """One sentence per option: throughput with its band and the band's measured coverage, perf/W, the
     bottleneck and its counterfactual, the server counts, and why drawn power may exceed provisioned."""
@@ -637,27 +662,7 @@ def _explain(score: str, workloads: list[dict[str, Any]]) -> pl.Expr:
         .otherwise(pl.lit(""))
     )
     fits_text = pl.concat_str([fits_text, drawn, close])
-    # the workload's best option: its recommended one (a workload with an option that fits has one)
-    best = pl.col("recommended")
-    rel = pl.col(score) / pl.col(score).filter(best).first().over(GROUP)
-    best_name = (pl.col("platform") + "/" + pl.col("placement")).filter(best).first().over(GROUP)
-    fits_text = (
-        pl.when(pl.col("recommended"))
-        .then(pl.concat_str([pl.lit("Recommended. "), fits_text, pl.lit(".")]))
-        .otherwise(
-            pl.concat_str(
-                [
-                    fits_text,
-                    pl.lit("; "),
-                    (rel * 100).round(0).cast(pl.Int64).cast(pl.String),
-                    # the best of every option ranked, which a comparison of two platforms may not show
-                    pl.lit("% of the best option ("),
-                    best_name,
-                    pl.lit(")."),
-                ]
-            )
-        )
-    )
+    fits_text = _against_best(fits_text, score)
     no_fit = pl.format(
         "{}/{}: the tables with optimizer state ({} GB) do not fit {} ({} GB usable); {} GB short.",
         "platform",
