@@ -16,7 +16,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
     from pipelines.lib import benchmarks
     from synthetic_fleet.calibration import evaluate
-    from synthetic_fleet.model import DEFAULT, coefficient_docs
+    from synthetic_fleet.coefficients import DEFAULT, coefficient_docs
 
     if args.fit:
         return _fit_to_lake(args)

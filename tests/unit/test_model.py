@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 
 from synthetic_fleet.calibration import POWER_RATIO, predict, suite_row, system
-from synthetic_fleet.model import DEFAULT, Coefficients, coefficient_docs
+from synthetic_fleet.coefficients import DEFAULT, Coefficients, coefficient_docs
 
 
 def _one(hw, row):

@@ -13,7 +13,7 @@ import yaml
 
 from synthetic_fleet import defaults, fields
 from synthetic_fleet.catalog import hardware_fields, load_models
-from synthetic_fleet.model import Coefficients, UtilisationShape
+from synthetic_fleet.coefficients import Coefficients, UtilisationShape
 
 ROOT = Path(__file__).resolve().parents[2]
 OWNED = [
