@@ -15,6 +15,7 @@ import altair as alt
 import polars as pl
 
 from dashboards import charts
+from dashboards.cards import TABLE_III, cards, table_iii_cards
 from dashboards.model_views import model_views
 from dashboards.vega_render import Renderers
 from pipelines.lib import cache, fileio, lake
@@ -263,9 +264,6 @@ def gather(home: DataHome, first: str | None = None, last: str | None = None) ->
     )
 
 
-TABLE_III = ("cpu", "big_basin")  # the paper's Table III compares these two
-
-
 def gpu_platforms(dist: pl.DataFrame) -> tuple[str, ...]:
     """Platforms whose servers reported a GPU resource (a contract resource named gpu*), sorted."""
     gpu = [r for r in resources() if r.startswith("gpu")]
@@ -327,65 +325,6 @@ def _table(frame: pl.DataFrame, columns: dict[str, str]) -> str:
         for rec in frame.select(list(columns)).iter_rows()
     )  # small aggregated tables
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def _card(r: dict, heading: str, note: str = "") -> str:
-    return (
-        f'<div class="card"><h3>{html.escape(heading)}</h3>'
-        f'<p class="choice">{html.escape(r["platform"])} / {html.escape(r["placement"])}</p>'
-        f"<p>{r['p50_throughput_eps']:,.0f} examples/s "
-        f"(P10-P90 {r['p10_throughput_eps']:,.0f}-{r['p90_throughput_eps']:,.0f}), "
-        f"{r['eps_per_w']:.1f} examples/s/W</p>"
-        f"<p><b>Bottleneck:</b> {html.escape(r['bottleneck'] or '-')}</p>"
-        f'<p class="why">{html.escape(r["explanation"])}</p>'
-        + (f'<p class="note">{html.escape(note)}</p>' if note else "")
-        + f'<p class="note">{html.escape(r["basis"])}'
-        + (f"; held-out error {r['cv_mdape']:.1%}" if r["cv_mdape"] is not None else "")
-        + "</p></div>"
-    )
-
-
-def _cards(recs: pl.DataFrame) -> str:
-    if recs.is_empty():
-        return "<p>No recommendations yet: they need runs in the lake (`fleet run`).</p>"
-    best = recs.filter(pl.col("recommended")).sort("model_name", "objective")
-    cards = [  # one card per model and objective
-        _card(r, f"{r['model_name']} · {r['objective'].replace('_', ' ')}")
-        for r in best.iter_rows(named=True)
-    ]
-    return '<div class="cards">' + "".join(cards) + "</div>"
-
-
-def _table_iii_cards(recs: pl.DataFrame, paper: pl.DataFrame) -> str:
-    """Per model, the better of its best CPU-cluster and best Big Basin options as the fleet runs them
-    (throughput), beside the paper's own setting (the calibration's figures), saying what differs."""
-    best = charts.best_per_platform(recs, TABLE_III)
-    rows = best.sort("p50_throughput_eps", descending=True).group_by("model_name", maintain_order=True)
-    setting = {r["model_name"]: r for r in paper.iter_rows(named=True)}
-    cards = []
-    for (model,), options in sorted(rows, key=lambda g: g[0]):
-        top = options.row(0, named=True)
-        by = {r["platform"]: r for r in options.iter_rows(named=True)}
-        heading = f"{model} · CPU cluster or Big Basin"
-        note = ""
-        if set(TABLE_III) <= set(by):
-            bb, cpu = by["big_basin"], by["cpu"]
-            heading += f" ({bb['p50_throughput_eps'] / cpu['p50_throughput_eps']:.2f}x Big Basin over CPU)"
-            note = (
-                f"As the fleet runs it: a CPU cluster of {cpu['n_trainers']} trainers, {cpu['n_sparse_ps']} "
-                f"sparse PS and {cpu['n_dense_ps']} dense PS (sized by what binds) against Big Basin with "
-                f"{bb['placement']}."
-            )
-        if model in setting:
-            p = setting[model]
-            note += (
-                f" In the paper's Table III setting ({p['cpu_setup']} against one Big Basin with "
-                f"{p['big_basin_placement']}, the calibration table's t1-t5) Big Basin is "
-                f"{p['throughput_ratio']:.2f}x the throughput and {p['perf_per_watt_ratio']:.2f}x the "
-                "perf/W: the setting differs, so the ratio does."
-            )
-        cards.append(_card(top, heading, note))
-    return '<div class="cards">' + "".join(cards) + "</div>"
 
 
 def _waste_summary(efficiency: pl.DataFrame, outliers: pl.DataFrame) -> str:
@@ -538,7 +477,7 @@ def render_html(
     for key, title in SECTIONS:
         heading = f"<h2>{html.escape(title)}</h2>"
         if key == "recommendation cards":
-            blocks.append(heading + _cards(inputs.recommendations))
+            blocks.append(heading + cards(inputs.recommendations))
             continue
         if key == "waste" and inputs.days:
             ranged = RANGED_NOTE.format(first=inputs.days[0], last=inputs.days[-1])
@@ -550,7 +489,7 @@ def render_html(
             continue
         png, svg = files[key]
         if key == "cpu_vs_big_basin":
-            heading += _table_iii_cards(inputs.recommendations, inputs.table_iii)
+            heading += table_iii_cards(inputs.recommendations, inputs.table_iii)
         if key == "waste":
             heading += _waste_summary(inputs.run_efficiency, inputs.server_outliers)
         note = f'<p class="note">{html.escape(notes[key])}</p>' if key in notes else ""

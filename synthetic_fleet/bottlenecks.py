@@ -44,7 +44,7 @@ def _faster_links(hw: HardwareCatalog) -> HardwareCatalog:
     return replace(
         hw,
         platforms={
-            k: replace(v, gpu_link_gb_per_s=max(2 * (v.gpu_link_gb_per_s or 0), 150.0))
+            k: replace(v, gpu_link_gb_per_s=max(2 * (v.gpu_link_gb_per_s or 0), 150.0), gpu_peers="links")
             for k, v in hw.platforms.items()
         },
     )

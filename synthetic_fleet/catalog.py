@@ -67,6 +67,17 @@ class Platform:
     gpu_tf32_tflops: float | None = None
     gpu_fp16_tflops: float | None = None
     host_pooling: bool = False
+    cpu_matrix_tflops: float = 0.0
+    stack: str = "current"
+    pcie_gen: int = 0
+    pcie_lanes_per_gpu: int = 16
+    gpu_peers: str = "host"
+    pcie_switches: int = 0
+    pcie_uplink_gb_per_s: float | None = None
+    nics: int = 1
+    gpudirect_rdma: bool = False
+    local_storage_gb_per_s: float = 0.0
+    input_from: str = "network"
     placements: tuple[str, ...] = ()
     source: str = "catalog"
 
@@ -128,9 +139,10 @@ class ModelSpec:
     batch_size: Mapping[str, int]
     share: float
     cpu_baseline: Mapping[str, int] | None = None
-    precision: str = defaults.PRECISION
-    optimizer: str = defaults.OPTIMIZER
-    kernels: str = defaults.KERNELS
+    # The software stack; None = not stated: the platform's (synthetic_fleet/stack.py).
+    precision: str | None = None
+    optimizer: str | None = None
+    kernels: str | None = None
     dcn_layers: int = defaults.DCN_LAYERS
     dcn_rank: int = defaults.DCN_RANK
     kernels_on: Mapping[str, str] | None = None  # platform -> kernel mode where its runs used another
@@ -199,6 +211,8 @@ def _check_field(name: str, field: str, v: Any, path: Path) -> None:
         raise CatalogError(f"{where} must be true or false, got {v!r}")
     elif spec["type"] == "string" and not isinstance(v, str):
         raise CatalogError(f"{where} must be text, got {v!r}")
+    elif spec["type"] == "string" and "enum" in spec and v not in spec["enum"]:
+        raise CatalogError(f"{where} must be one of {', '.join(spec['enum'])}, got {v!r}")
     elif spec["type"] == "list":
         bad = [x for x in (v if isinstance(v, list) else [v]) if x not in spec["enum"]]
         if bad or not isinstance(v, list):
@@ -227,15 +241,18 @@ def _platform(name: str, spec: Mapping[str, Any], path: Path) -> Platform:
         )
     if spec["gpus"] == 0:  # a CPU platform need not describe GPUs
         spec = {**dict.fromkeys(GPU_FIELDS, 0), **{k: v for k, v in spec.items() if v is not None}}
+    spec = _derived(spec)
     lacking = [f for f in needed_fields() if spec.get(f) is None]
     if placements and lacking:
         raise CatalogError(f"{path}: platform {name!r} lists placements but lacks {lacking} the model needs")
-    values = {f: spec.get(f) for f in (*needed_fields(), "sockets", "cores")}
+    values = {
+        f: spec.get(f) for f in (*needed_fields(), "sockets", "cores", "nics") if spec.get(f) is not None
+    }
     for f, default in optional_fields().items():
         v = spec.get(f)
         if v is None and f == "idle_w":
             v = defaults.IDLE_SHARE * spec["peak_w"] if spec.get("peak_w") is not None else None
-        values[f] = v if v is not None else (spec.get(default) if isinstance(default, str) else default)
+        values[f] = v if v is not None else _default(f, default, spec)
     return Platform(
         name=name,
         description=spec.get("description", ""),
@@ -243,6 +260,36 @@ def _platform(name: str, spec: Mapping[str, Any], path: Path) -> Platform:
         source=spec.get("source", "catalog"),
         **values,
     )
+
+
+def _default(name: str, default: Any, spec: Mapping[str, Any]) -> Any:
+    """An optional field's default: the value of the field it names, its literal value, or None where it
+    is a rule (_derived applies those) that had nothing to derive from."""
+    schema = hardware_fields()
+    if isinstance(default, str) and default in schema:
+        return spec.get(default)
+    if isinstance(default, str) and default not in schema[name].get("enum", ()):
+        return None
+    return default
+
+
+# GB/s per lane and direction of each PCIe generation (after line encoding; Gen6 after FLIT overhead).
+PCIE_LANE_GB_PER_S = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
+
+
+def _derived(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """Defaults that follow from other fields: the PCIe rate from generation and lanes, GPU peers over
+    their links where the server has GPU links (else staged through the host), input from local drives
+    where it has them."""
+    out = dict(spec)
+    if out.get("pcie_gb_per_s") is None and out.get("pcie_gen"):
+        lanes = out.get("pcie_lanes_per_gpu") or hardware_fields()["pcie_lanes_per_gpu"]["default"]
+        out["pcie_gb_per_s"] = round(PCIE_LANE_GB_PER_S[int(out["pcie_gen"])] * lanes, 3)
+    if out.get("gpu_peers") is None:
+        out["gpu_peers"] = "links" if (out.get("gpu_link_gb_per_s") or 0) > 0 else "host"
+    if out.get("input_from") is None:
+        out["input_from"] = "local_storage" if (out.get("local_storage_gb_per_s") or 0) > 0 else "network"
+    return out
 
 
 def _entries(
@@ -330,13 +377,8 @@ def _model(name: str, spec: Any, path: Path) -> ModelSpec:
         kernels = spec.get("kernels")
         per_platform = dict(kernels) if isinstance(kernels, Mapping) else {}
         kernels_on = {p: fields.check("kernels", k) for p, k in per_platform.items() if p != "default"}
-        opt = {
-            f: fields.check(f, per_platform.get("default", defaults.KERNELS) if per_platform else spec[f])
-            if f == "kernels"
-            else fields.check(f, spec[f])
-            for f in optional
-            if f in spec
-        }
+        given = {**spec, "kernels": per_platform.get("default")} if per_platform else spec
+        opt = {f: fields.check(f, given[f]) for f in optional if given.get(f) is not None}
         baseline = spec.get("cpu_baseline")
         if baseline is not None:
             baseline = {k: fields.check(k, v) for k, v in dict(baseline).items()}

@@ -30,17 +30,22 @@ class Coefficients:
     fused_launch_s: float = 3.602e-5  # fused: one eager Python launch, a process per GPU (fitted): b1
     compiled_launch_s: float = 1.786e-5  # compiled: one launch by a compiled runtime (fitted): b1
     graph_launch_s: float = 8.26e-7  # graph: one kernel launched from a captured graph (fitted): b1, b4
-    host_stage_gbps: float = 6.821  # GB/s a host stages GPU-GPU traffic without GPU links (fitted): b1
+    host_stage_gbps: float = 6.821  # GB/s a host stages GPU-GPU traffic without GPU links (fitted): b1, c4
     peer_latency_s: float = 1.0e-6  # one aggregated all-to-all message to a peer GPU (a floor): b1, b4
     table_collective_s: float = 1.810e-4  # per_table: one table's all-to-all issue and sync (fitted): t3, t24
     nic_peer_latency_s: float = 1.0e-6  # one message to a GPU of another server (a floor, InfiniBand): b4
-    eta_link: float = 0.7  # share of GPU-link bandwidth a collective reaches (NCCL-class; not fitted): b1
+    eta_link: float = 0.7  # share of GPU-link bandwidth a collective reaches (NCCL-class; not fitted): b1, c1
     host_table_overhead_s: float = 9.471e-6  # host work per table and iteration (fitted): t10
     eta_hbm: float = 0.6  # share of HBM bandwidth on random row gathers: t20
-    eta_dram: float = 0.7  # share of DRAM bandwidth on in-process host-side gathers (Zion): t11, t12
+    eta_dram: float = 0.7  # share of DRAM bandwidth on in-process host-side gathers (Zion): t11, t12, c7
     eta_ps_dram: float = 0.12  # the same for a PS serving RPC hash-map lookups (fit bound): t5, t16
     eta_uvm: float = 0.15  # share of PCIe bandwidth for GPU-side reads of host rows: t11
-    eta_net: float = 0.7  # share of NIC line rate: t5, b4
+    eta_net: float = 0.7  # share of NIC line rate: t5, b4, c6
+    # Shares of a spec-sheet rate that public component measurements reach (docs/model-terms.md; no
+    # DLRM result informs them).
+    eta_pcie: float = 0.84  # share of PCIe link rate GPU peer-to-peer copies reach (measured): c2
+    eta_rdma: float = 0.96  # share of NIC line rate NCCL reaches over GPUDirect RDMA (measured): c3, b4
+    eta_matrix_cpu: float = 0.33  # share of AMX bf16 peak a oneDNN GEMM reaches (measured): c5
     remote_rtt_s: float = 1.0e-3  # network round trip to the PS tier, paid fwd and bwd per iteration: t11
     host_copy_gbps: float = 2.922  # GB/s a GPU host moves between NIC and GPUs, remote PS (fitted): t5
     ps_gamma: float = 3.0  # PS DRAM bytes per gathered byte (gather + read-modify-write): t5, t16

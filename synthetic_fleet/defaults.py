@@ -11,20 +11,28 @@ from typing import Any
 # Power-law exponent of lookups across tables when a workload does not state it: the catalog's production
 # models use 1.1 (a few hot tables, paper §III-A).
 LOOKUP_POWER_LAW_ALPHA = 1.1
-# Arithmetic of the MLPs when a workload does not state it (the paper's runs train in fp32).
-PRECISION = "fp32"
+# A workload's software stack: the arithmetic of its MLPs, the optimizer of its tables (state bytes per table
+# byte: TorchRec's multipliers) and how its framework issues GPU kernels (each mode has its own fitted cost
+# per operator, synthetic_fleet/coefficients.py): "per_table", an eager framework with one operator per
+# table and per layer, each dispatched and synchronised by the host, as the paper's production stack did;
+# "fused", one batched embedding kernel and the operators dispatched eagerly from Python, one process per
+# GPU (NVIDIA's PyTorch DLRM); "compiled", fused kernels launched by a compiled runtime (HugeCTR's C++
+# engine, PyTorch 2's torch.compile); "graph", fused kernels launched from a captured graph (HugeCTR 3.x
+# with CUDA graphs). A workload that does not state its stack runs its platform's (synthetic_fleet/stack.py).
+STACK_FIELDS = ("precision", "optimizer", "kernels")
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
-# Optimizer of the embedding tables when a workload does not state it: the paper's production models
-# train with Adagrad (one state value per weight). State bytes per table byte: TorchRec's multipliers.
-OPTIMIZER = "adagrad"
 OPTIMIZER_STATE = {"sgd": 0.0, "adagrad": 1.0, "rowwise_adagrad": "1/dim", "adam": 2.0}
-# How a workload's framework issues its GPU kernels when it does not say (each mode has its own fitted cost
-# per operator, synthetic_fleet/model.py): "per_table", an eager framework with one operator per table and
-# per layer, each dispatched and synchronised by the host, as the paper's production stack did; "fused",
-# one batched embedding kernel and the operators dispatched eagerly from Python, one process per GPU
-# (NVIDIA's PyTorch DLRM); "compiled", fused kernels launched by a compiled runtime (HugeCTR's C++ engine);
-# "graph", fused kernels launched from a captured graph (HugeCTR 3.x with CUDA graphs).
-KERNELS = "per_table"
+# The paper's 2019 production stack: fp32 MLPs, Adagrad tables and an eager per-table framework. The
+# paper's platforms (cpu, big_basin, zion: catalog field `stack: paper_2019`) run it.
+PAPER_STACK = {"precision": "fp32", "optimizer": "adagrad", "kernels": "per_table"}
+# Today's stack on any other platform, from public framework documentation (docs/model-terms.md):
+# TorchRec's FBGEMM table-batched embedding kernels with the dense part under PyTorch 2's torch.compile
+# (compiled); the tables' optimizer FBGEMM's table-batched embedding module defaults to (exact SGD); mixed
+# precision where the hardware has a faster 16-bit unit (PyTorch AMP: float16 autocast on CUDA GPUs,
+# bfloat16 on CPUs), else tf32 on GPUs that have it, else fp32.
+CURRENT_KERNELS = "compiled"
+CURRENT_OPTIMIZER = "sgd"
+CURRENT_HALF = {"gpu": "fp16", "cpu": "bf16"}
 KERNEL_MODES = ("per_table", "fused", "compiled", "graph")
 # Cores per socket when a platform states its sockets but not its cores (a Skylake-SP-class socket).
 CORES_PER_SOCKET = 20

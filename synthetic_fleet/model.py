@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from synthetic_fleet import defaults
+from synthetic_fleet import defaults, stack
 from synthetic_fleet.catalog import HardwareCatalog, Platform
 from synthetic_fleet.coefficients import DEFAULT, SHAPE, Coefficients
 
@@ -87,23 +87,24 @@ def optimizer_state(optimizer: Any, embedding_dim: Any) -> Any:
             pl.when(optimizer == "rowwise_adagrad")
             .then(1.0 / embedding_dim.cast(pl.Float64))
             .otherwise(
-                optimizer.replace_strict(_STATE, default=_STATE[defaults.OPTIMIZER], return_dtype=pl.Float64)
+                optimizer.replace_strict(_STATE, default=_STATE[_PAPER_OPTIMIZER], return_dtype=pl.Float64)
             )
         )
     rowwise = 1.0 / np.maximum(embedding_dim, 1)
     if isinstance(optimizer, str):
-        return (
-            rowwise if optimizer == "rowwise_adagrad" else _STATE.get(optimizer, _STATE[defaults.OPTIMIZER])
-        )
+        return rowwise if optimizer == "rowwise_adagrad" else _STATE.get(optimizer, _STATE[_PAPER_OPTIMIZER])
     opt = np.asarray(optimizer).astype(str)
-    flat = pl.Series(opt).replace_strict(_STATE, default=_STATE[defaults.OPTIMIZER], return_dtype=pl.Float64)
+    flat = pl.Series(opt).replace_strict(_STATE, default=_STATE[_PAPER_OPTIMIZER], return_dtype=pl.Float64)
     return np.where(opt == "rowwise_adagrad", rowwise, flat.to_numpy())
 
 
 _STATE = {k: (0.0 if isinstance(v, str) else float(v)) for k, v in defaults.OPTIMIZER_STATE.items()}
+_PAPER_OPTIMIZER = defaults.PAPER_STACK["optimizer"]
 
 
-def required_gb(embedding_gb: Any, optimizer: Any = defaults.OPTIMIZER, embedding_dim: Any = 1) -> Any:
+def required_gb(
+    embedding_gb: Any, optimizer: Any = defaults.PAPER_STACK["optimizer"], embedding_dim: Any = 1
+) -> Any:
     """Bytes (GB) a table set needs in any memory tier: the tables and their optimizer state. The one
     definition used by the fit check, PS sizing, PS memory utilisation and the sampler."""
     return embedding_gb * (1 + optimizer_state(optimizer, embedding_dim))
@@ -131,14 +132,32 @@ class Hw:
     nic_gb_per_s: np.ndarray
     idle_w: np.ndarray
     peak_w: np.ndarray
+    cpu_matrix_tflops: np.ndarray
+    pcie_switches: np.ndarray
+    pcie_uplink_gb_per_s: np.ndarray
+    gpudirect_rdma: np.ndarray  # 1.0 = yes
+    local_storage_gb_per_s: np.ndarray
+    peers_p2p: np.ndarray  # 1.0 = gpu_peers: pcie_p2p
+    peers_host: np.ndarray  # 1.0 = gpu_peers: host (or links without a link rate)
+    input_local: np.ndarray  # 1.0 = input_from: local_storage
 
 
 HW_KEYS = tuple(f.name for f in fields(Hw))
 
 
+def _figures(p: Platform) -> dict[str, float]:
+    """A platform's figures as numbers (its text choices as 0/1 flags)."""
+    flags = {
+        "peers_p2p": p.gpu_peers == "pcie_p2p",
+        "peers_host": p.gpu_peers == "host" or (p.gpu_peers == "links" and not p.gpu_link_gb_per_s),
+        "input_local": p.input_from == "local_storage",
+    }
+    return {k: float(flags[k] if k in flags else (getattr(p, k) or 0)) for k in HW_KEYS}
+
+
 def _platform_columns(hw: HardwareCatalog) -> pl.DataFrame:
     rows = [
-        {"platform": p.name, **{f"hw_{k}": float(getattr(p, k) or 0) for k in HW_KEYS}}
+        {"platform": p.name, **{f"hw_{k}": v for k, v in _figures(p).items()}}
         for p in hw.platforms.values()
         if p.modelled
     ]
@@ -157,12 +176,10 @@ def _with_hardware(frame: pl.DataFrame, hw: HardwareCatalog) -> pl.DataFrame:
 
 
 def _with_defaults(frame: pl.DataFrame) -> pl.DataFrame:
-    """The model-only workload columns a frame may lack, with their defaults (synthetic_fleet.defaults)."""
+    """The model-only workload columns a frame may lack, with their defaults (synthetic_fleet.defaults; the
+    software stack is resolved per platform by synthetic_fleet.stack)."""
     fill = {
         "lookup_power_law_alpha": defaults.LOOKUP_POWER_LAW_ALPHA,
-        "precision": defaults.PRECISION,
-        "optimizer": defaults.OPTIMIZER,
-        "kernels": defaults.KERNELS,
         "dcn_layers": defaults.DCN_LAYERS,
         "dcn_rank": defaults.DCN_RANK,
     }
@@ -180,7 +197,7 @@ def fit_frame(frame: pl.DataFrame, hw: HardwareCatalog) -> pl.DataFrame:
     row (``n_trainers`` servers) after the catalog's reserve. Unknown platforms get nulls.
     """
     ps_gb = hw.ps_server_gb
-    f = _with_hardware(_with_defaults(frame), hw)
+    f = _with_hardware(_with_defaults(stack.resolve(frame, hw)), hw)
     servers = pl.col("n_trainers").cast(pl.Float64)
     hbm = pl.col("hw_gpus") * pl.col("hw_hbm_gb_per_gpu") * (1 - hw.hbm_reserve) * servers
     dram = pl.col("hw_dram_gb") * (1 - hw.dram_reserve) * servers
@@ -525,8 +542,9 @@ class SparsePS:
     r_in: np.ndarray
 
 
-def _sparse_ps_stage(r: Rows, ps: Platform, coef: Coefficients) -> SparsePS:
-    """Remote sparse parameter servers: DRAM and network rates, with the hottest table's imbalance."""
+def _sparse_ps_stage(r: Rows, hw: Hw, ps: Platform, coef: Coefficients) -> SparsePS:
+    """Remote sparse parameter servers: DRAM and network rates, with the hottest table's imbalance; readers
+    and the trainers' intake of examples (over the NICs, or from local drives at their read rate)."""
     n_ps = r.n_ps
     # Hottest table's share under power-law lookups: the busiest PS carries at least its row-wise slice.
     hot_share = 1.0 / _harmonic(r.n_tab, r.alpha)
@@ -540,16 +558,23 @@ def _sparse_ps_stage(r: Rows, ps: Platform, coef: Coefficients) -> SparsePS:
     # fit_frame), 0 readers means readers sized to what the trainers consume, 0 dense PS means trainers
     # sync directly.
     r_ps = np.where(r.remote & (n_ps > 0), np.minimum(rate_mem, rate_net), np.inf)
-    r_rd = np.where(r.n_rd > 0, r.n_rd * coef.reader_gbps * GB / r.input_bytes, np.inf)
+    # Servers that read their examples from local drives need no reader tier and no NIC for them.
+    local = hw.input_local > 0
+    r_rd = np.where((r.n_rd > 0) & ~local, r.n_rd * coef.reader_gbps * GB / r.input_bytes, np.inf)
     # The readers' examples reach the trainers over the trainers' NICs (without a reader tier the data is
     # local); see _with_intake for how the intake overlaps the trainers' iterations.
     r_in = np.where(r.n_rd > 0, r.n_srv * r.nic / r.input_bytes, np.inf)
+    r_in = np.where(local, r.n_srv * hw.local_storage_gb_per_s * GB / r.input_bytes, r_in)
     return SparsePS(imbalance, rate_mem, rate_net, r_ps, r_rd, r_in)
 
 
-def _cpu_peak(hw: Hw, precision: np.ndarray) -> np.ndarray:
-    """CPU peak FLOP/s at the workload's precision (16-bit where the CPUs have matrix units)."""
-    return np.where(np.isin(precision, HALF_PRECISIONS), hw.cpu_fp16_tflops, hw.cpu_fp32_tflops) * TERA
+def _cpu_rate(hw: Hw, precision: np.ndarray, coef: Coefficients) -> np.ndarray:
+    """FLOP/s a large GEMM reaches on a server's CPUs at the workload's precision: eta_mlp_cpu of the
+    vector units' peak (16-bit where they have it), or at 16-bit eta_matrix_cpu of the matrix engines'
+    peak where that is more."""
+    half = np.isin(precision, HALF_PRECISIONS)
+    vector = np.where(half, hw.cpu_fp16_tflops, hw.cpu_fp32_tflops) * coef.eta_mlp_cpu
+    return np.where(half, np.maximum(vector, hw.cpu_matrix_tflops * coef.eta_matrix_cpu), vector) * TERA
 
 
 def _gpu_peak(hw: Hw, precision: np.ndarray) -> np.ndarray:
@@ -600,7 +625,7 @@ def _cpu_trainer_stage(r: Rows, hw: Hw, ps: Platform, coef: Coefficients) -> Cpu
     batch, n_srv = r.batch, r.n_srv
     # Each core computes a slice of the batch: the GEMM rows per core set the achieved efficiency.
     half = coef.core_rows_cpu * r.cores
-    t_mlp = _mlp_time(r.mlp_work_cpu, batch, half, _cpu_peak(hw, r.precision), coef.eta_mlp_cpu)
+    t_mlp = _mlp_time(r.mlp_work_cpu, batch, half, _cpu_rate(hw, r.precision, coef), 1.0)
     dram = hw.dram_bw_gb_per_s * GB * coef.eta_dram * r.host_locality
     t_gather = np.where(r.local, batch * r.train_bytes / dram, 0.0)
     # CPU operators run on the cores that compute them: no launch or device sync per operator.
@@ -703,45 +728,60 @@ class GpuComm:
 
 
 def _gpu_communication(r: Rows, hw: Hw, span: np.ndarray, coef: Coefficients) -> GpuComm:
-    """All-to-all of sharded tables and the dense all-reduce: bytes over the GPU links inside a server and
-    over the NICs between servers (hierarchical all-reduce: a ring inside each server, then one across
-    servers), plus a latency per message to each peer GPU, forward and backward: fused kernels aggregate
-    every table's vectors into one message per peer, as collective libraries do; a per-table stack runs
-    one all-to-all per table, each with its issue and synchronisation cost. A server whose GPUs have no
-    links stages their traffic through host memory, at the rate its host moves it (fitted: no spec-sheet
-    figure gives it)."""
+    """All-to-all of sharded tables and the dense all-reduce, forward and backward, over the path the
+    server is built with: to the GPUs of the same server over its GPU links, PCIe peer-to-peer or host
+    memory (``_in_server_time``); to the GPUs of other servers over the NICs (a ring all-reduce inside each
+    server, then one across servers). A latency per message to each peer GPU (NCCL's all-to-all is a send
+    and a receive per peer): one per peer for fused kernels, as collective libraries aggregate every
+    table's vectors; a per-table stack runs one all-to-all per table, each with its issue and
+    synchronisation cost."""
     batch, n_srv, gpus = r.batch, r.n_srv, r.gpus
     per_server = np.maximum(hw.gpus, 1)
-    linked = hw.gpu_link_gb_per_s > 0
-    link = np.where(linked, hw.gpu_link_gb_per_s, 1.0) * GB * coef.eta_link
     # Tables that span GPUs are sharded over all of them (balanced), so every GPU exchanges with every peer.
     sharded = np.isin(r.placement, ["gpu_hbm", "hybrid"]) & (span > 1) & (gpus > 1)
     # Each GPU sends its share of every table's pooled output to every other GPU, fwd and bwd.
     pooled = r.pooled_bytes / BYTES_FP32 * r.comm_bytes
     a2a_gpu = np.where(sharded, 2 * (batch / gpus) * pooled * (gpus - 1) / gpus, 0.0)
     off_server = (gpus - per_server) / np.maximum(gpus - 1, 1)  # share of peers on other servers
-    a2a_nic = a2a_gpu * off_server * per_server  # bytes through one server's NIC
-    peers_in, peers_out = per_server - 1, gpus - per_server
-    # One all-to-all each way: a message to every peer (collective libraries aggregate a fused workload's
-    # tables into one message per peer); a per-table stack runs one collective per table, each paying the
-    # eager stack's issue and synchronisation on top of its messages.
+    a2a_nic = a2a_gpu * off_server * per_server  # bytes through one server's NICs
     per_table = r.kernels == "per_table"
     collectives = np.where(per_table, r.n_tab, 1.0)
-    messages = peers_in * coef.peer_latency_s + peers_out * coef.nic_peer_latency_s
+    messages = (per_server - 1) * coef.peer_latency_s + (gpus - per_server) * coef.nic_peer_latency_s
     per_collective = messages + np.where(per_table, coef.table_collective_s, 0.0)
     t_latency = np.where(sharded, 2 * collectives * per_collective, 0.0)
     dense = r.dense_bytes / BYTES_FP32 * r.comm_bytes
     ring_nic = np.where(n_srv > 1, 2 * (n_srv - 1) / n_srv * dense, 0.0)
-    # Bytes one GPU moves inside its server: its all-to-all share and its ring all-reduce share.
-    in_server = a2a_gpu * (1 - off_server) + np.where(
-        per_server > 1, 2 * (per_server - 1) / per_server * dense, 0.0
-    )
-    t_links = np.where(linked, in_server / link, in_server * per_server / (coef.host_stage_gbps * GB))
-    t_nic = (a2a_nic + ring_nic) / r.nic
-    # The label names the largest part: NICs between servers, per-peer messages, or GPU-link bytes.
+    # Bytes one GPU moves inside its server: its all-to-all share for local peers and its ring share.
+    ring = np.where(per_server > 1, 2 * (per_server - 1) / per_server * dense, 0.0)
+    t_links = _in_server_time(a2a_gpu * (1 - off_server), ring, hw, coef)
+    nic = hw.nic_gb_per_s * GB * np.where(hw.gpudirect_rdma > 0, coef.eta_rdma, coef.eta_net)
+    t_nic = (a2a_nic + ring_nic) / nic
+    # The label names the largest part: NICs between servers, per-peer messages, or in-server bytes.
     parts = np.vstack([t_nic, t_latency, t_links])
     names = np.array(["trainer_network", "exchange_latency", "gpu_communication"])
     return GpuComm(parts.sum(axis=0), names[parts.argmax(axis=0)], a2a_nic + ring_nic)
+
+
+def _in_server_time(a2a: np.ndarray, ring: np.ndarray, hw: Hw, coef: Coefficients) -> np.ndarray:
+    """Seconds for the bytes one GPU exchanges with the GPUs of its own server (``a2a`` spread evenly over
+    its peers, ``ring`` to its ring neighbours), per direction, over the server's GPU peer path: its GPU
+    links; PCIe peer-to-peer, each GPU at its own link rate and, between GPUs behind different PCIe
+    switches, through the switches' uplinks (each carries its GPUs' traffic to the other switches and one
+    ring crossing); or staged through host memory at the rate its host moves it (fitted: no spec sheet
+    gives it), for all its GPUs at once."""
+    per_server = np.maximum(hw.gpus, 1)
+    own = a2a + ring
+    links = own / (np.maximum(hw.gpu_link_gb_per_s, TINY) * GB * coef.eta_link)
+    switches = np.maximum(hw.pcie_switches, 1)
+    behind = per_server / switches  # GPUs behind one switch
+    across = (per_server - behind) / np.maximum(per_server - 1, 1)  # share of peers behind other switches
+    uplink = np.where(hw.pcie_switches > 1, behind * a2a * across + ring, 0.0)
+    p2p = np.maximum(
+        own / (hw.pcie_gb_per_s * GB * coef.eta_pcie),
+        uplink / (np.maximum(hw.pcie_uplink_gb_per_s, TINY) * GB * coef.eta_pcie),
+    )
+    staged = own * per_server / (coef.host_stage_gbps * GB)
+    return np.select([hw.peers_host > 0, hw.peers_p2p > 0], [staged, p2p], default=links)
 
 
 @dataclass(frozen=True)
@@ -793,7 +833,7 @@ def _gpu_iteration_stage(r: Rows, hw: Hw, coef: Coefficients, hbm_reserve: float
 
 def _evaluate(r: Rows, hw: Hw, ps: Platform, coef: Coefficients, hbm_reserve: float) -> dict[str, np.ndarray]:
     """Every stage over all rows; throughput is the slowest stage."""
-    sps = _sparse_ps_stage(r, ps, coef)
+    sps = _sparse_ps_stage(r, hw, ps, coef)
     cpu = _cpu_trainer_stage(r, hw, ps, coef)
     gpu = _gpu_iteration_stage(r, hw, coef, hbm_reserve)
     trainers = _with_intake(np.where(r.is_gpu, gpu.rate, cpu.rate), sps.r_in, coef.kappa)

@@ -58,7 +58,9 @@ def system_row(
     counts = dict(counts or {})
     gpus = int(counts.get("gpus") or hw.platform(platform).gpus)
     row = {k: workload[k] for k in fields.workload_keys() if workload.get(k) is not None}
-    row["kernels"] = (workload.get("kernels_on") or {}).get(platform, row.get("kernels", defaults.KERNELS))
+    kernels = (workload.get("kernels_on") or {}).get(platform, row.get("kernels"))
+    if kernels is not None:
+        row["kernels"] = kernels
     trainers = defaults.system_for(workload.get("cpu_baseline"), gpus)["n_trainers"]
     row.update(
         platform=platform,
@@ -106,7 +108,11 @@ def size_servers(frame: pl.DataFrame, hw: HardwareCatalog, coef: Coefficients = 
     per example over one reader's rate). Counts already given are kept."""
     if frame.is_empty():
         return frame
-    size_readers = frame["n_readers"].to_numpy() == 0
+    # Servers that read their examples from local drives have no reader tier to size.
+    local = frame["platform"].replace_strict(
+        {k: v.input_from == "local_storage" for k, v in hw.platforms.items()}, default=False
+    )
+    size_readers = (frame["n_readers"].to_numpy() == 0) & ~local.to_numpy()
     # While the other tiers are sized, the readers are ample: their examples still reach the trainers.
     work = frame.with_columns(
         pl.when(pl.Series(size_readers)).then(AMPLE_READERS).otherwise(pl.col("n_readers")).alias("n_readers")

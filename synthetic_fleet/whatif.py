@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import polars as pl
 
-from synthetic_fleet import fields
+from synthetic_fleet import alternatives, fields
 from synthetic_fleet.catalog import PLACEMENTS, HardwareCatalog, ModelSpec
 from synthetic_fleet.model import DEFAULT, MODELLED, ROLES, Coefficients, predict_frame
 from synthetic_fleet.sizing import size_servers, system_row, workload_of_model
@@ -158,7 +159,27 @@ def ask(
     best = (
         pl.col("throughput_eps") == pl.col("throughput_eps").max().over("sweep_value", "platform")
     ) & pl.col("fits")
-    return Answer(pred.with_columns(best.fill_null(False).alias("default_placement")))
+    pred = pred.with_columns(best.fill_null(False).alias("default_placement"))
+    return Answer(_with_alternatives(pred, frame, hw, coef))
+
+
+def _with_alternatives(
+    pred: pl.DataFrame, frame: pl.DataFrame, hw: HardwareCatalog, coef: Coefficients
+) -> pl.DataFrame:
+    """The answer's range over the alternatives to its defaulted software inputs, and the scenarios under
+    which another placement would be the best on its platform (synthetic_fleet.alternatives)."""
+    base = pred["throughput_eps"].fill_null(np.nan).to_numpy()
+    alt = alternatives.evaluate(frame, base, hw, coef)
+    group = pred.select(pl.concat_str([pl.col("sweep_value").fill_null(""), "platform"], separator="|"))
+    flips = alternatives.flips(
+        alt,
+        group.to_series().to_numpy(),
+        pred["default_placement"].to_numpy(),
+        pred["fits"].fill_null(False).to_numpy(),
+        np.ones(pred.height),
+        pred["placement"].to_numpy(),
+    )
+    return pl.concat([pred, alternatives.summary(alt, base)], how="horizontal").with_columns(flips)
 
 
 def utilisation_table(row: dict[str, Any]) -> dict[str, dict[str, float]]:

@@ -15,6 +15,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from pipelines.lib import benchmarks
+    from synthetic_fleet import components
     from synthetic_fleet.calibration import evaluate
     from synthetic_fleet.coefficients import DEFAULT, coefficient_docs
 
@@ -22,7 +23,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         return _fit_to_lake(args)
     results = evaluate(DEFAULT)
     public = benchmarks.evaluate(DEFAULT)
-    failed = [r for r in results if not r.passed] + [c for c in public.checks if not c.passed]
+    parts = components.evaluate(DEFAULT)
+    failed = [r for r in (*results, *public.checks, *parts) if not r.passed]
     if args.json:
         print(
             json.dumps(
@@ -34,6 +36,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
                         "systems": public.table.to_dicts(),
                         "scaling": public.scaling.to_dicts(),
                     },
+                    "component_measurements": [c.as_dict() for c in parts],
                     "coefficients": asdict(DEFAULT),
                     "coefficient_targets": coefficient_docs(),
                 },
@@ -51,6 +54,13 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     print(f"\n{sum(r.passed for r in results)}/{len(results)} targets pass (the paper's)")
     print(f"* {', '.join(built)} hold by construction (an input is set to the target), not by prediction")
     _print_public(public)
+    print("\ncomponent measurements: each hardware term within what public micro-benchmarks show")
+    for c in parts:
+        print(
+            f"{'PASS' if c.passed else 'FAIL'}  {c.id:<4} {c.term[:64]:<64}  "
+            f"want {c.low:g}-{c.high:g}; model: {c.coefficient} = {c.value:g}"
+        )
+    print(f"{sum(c.passed for c in parts)}/{len(parts)} component targets pass (docs/model-terms.md)")
     return 1 if failed else 0
 
 
@@ -92,13 +102,16 @@ def _print_public(public) -> None:
     print("\npublic benchmarks: MLPerf Training DLRM v0.7/v1.0 closed division (examples/mlperf/)")
     width = max(len(p) for p in public.table["platform"]) - len("mlperf_")
     print(
-        f"  {'system':<{width}} {'nodes':>5} {'observed/s':>12} {'predicted/s':>12} {'ratio':>6} {'LOSO':>6}"
+        f"  {'system':<{width}} {'nodes':>5} {'observed/s':>12} {'predicted/s':>12} {'ratio':>6} {'LOSO':>6} "
+        f"{'no stack':>8}"
     )
     for r in public.table.iter_rows(named=True):
         print(
             f"  {r['platform'][len('mlperf_') :]:<{width}} {r['nodes']:>5} {r['observed_eps']:>12,.0f} "
-            f"{r['predicted_eps']:>12,.0f} {r['ratio']:>6.2f} {r['loso_ratio']:>6.2f}"
+            f"{r['predicted_eps']:>12,.0f} {r['ratio']:>6.2f} {r['loso_ratio']:>6.2f} "
+            f"{r['unstated_ratio']:>8.2f}"
         )
+    print("  (no stack: the ratio when the software is not stated and each platform's default applies)")
     print("  scaling (many nodes over one): observed, predicted")
     for r in public.scaling.iter_rows(named=True):
         print(
@@ -111,6 +124,34 @@ def _print_public(public) -> None:
             f"want {c.expected}; model: {c.value}"
         )
     print(f"{sum(c.passed for c in public.checks)}/{len(public.checks)} public-benchmark targets pass")
+
+
+def _range(r: dict) -> str:
+    """An answer's throughput range over the alternatives to its defaulted software, "-" if none."""
+    lo, hi = r.get("throughput_low_eps"), r.get("throughput_high_eps")
+    if not r.get("stack_alternatives") or lo is None:
+        return "-"
+    return f"{_fmt_num(lo)}-{_fmt_num(hi)}"
+
+
+def _assumed_notes(rows: list[dict]) -> list[str]:
+    """What an answer assumed of the software, per platform: the inputs that came from the platform's
+    default stack, the range over their alternatives, and where another option would win under one."""
+    out, seen = [], set()
+    for r in rows:
+        names = [n for n in (r.get("defaulted_inputs") or "").split(",") if n]
+        if not names or r["platform"] in seen or not r["fits"]:
+            continue
+        seen.add(r["platform"])
+        given = ", ".join(f"{n}={r[n]}" for n in names)
+        why = "not stated: its default stack, docs/model-terms.md"
+        out.append(f"assumed on {r['platform']} ({why}): {given}")
+        if r.get("stack_alternatives"):
+            out.append(f"  under the alternatives: {_range(r)} examples/s ({r['stack_alternatives']})")
+    for r in rows:
+        if r.get("stack_flips"):
+            out.append(f"  the best placement on {r['platform']} would change under {r['stack_flips']}")
+    return out
 
 
 # How the server counts of an answer were chosen (the same in whatif and recommend).
@@ -171,38 +212,10 @@ def cmd_whatif(args: argparse.Namespace) -> int:
         return 0
     name = workload.get("model_name") or "(custom)"
     if sweep or len(rows) > 1:
-        what = f"placement {args.placement}" if args.placement else "every placement"
-        print(
-            f"{name}: "
-            + (f"sweep of {sweep[0]}, " if sweep else "")
-            + f"{what} on {', '.join(platforms)}"
-            + (f" with {', '.join(settings)}" if settings else "")
-        )
-        table = [
-            {
-                "value": r["sweep_value"] or "",
-                "platform": r["platform"],
-                "placement": r["placement"],
-                "fits": "yes" if r["fits"] else f"no, {r['tier']} short {r['shortfall_gb']:,.0f} GB",
-                "examples/s": _fmt_num(r["throughput_eps"]),
-                "ex/s/W": _fmt_num(r["eps_per_w"]),
-                "servers": _counts(r),
-                "bottleneck": (r["bottleneck"] or "-") + (" *" if r["default_placement"] else ""),
-            }
-            for r in rows
-        ]
-        heads = {"value": sweep[0] if sweep else ""} | {k: k for k in table[0] if k != "value"}
-        if not sweep:
-            heads.pop("value")
-        width = {k: max(len(h), *(len(t[k]) for t in table)) for k, h in heads.items()}
-        right = {"value", "examples/s", "ex/s/W", "servers"}
-        cell = lambda k, v: f"{v:>{width[k]}}" if k in right else f"{v:<{width[k]}}"  # noqa: E731
-        print("  ".join(cell(k, h) for k, h in heads.items()).rstrip())
-        for t in table:
-            print("  ".join(cell(k, t[k]) for k in heads).rstrip())
-        print(
-            "* best placement on that platform; servers: trainers/sparse PS/dense PS/readers (" + SIZED + ")"
-        )
+        title = f"{name}: " + (f"sweep of {sweep[0]}, " if sweep else "")
+        where = f"placement {args.placement}" if args.placement else "every placement"
+        title += f"{where} on {', '.join(platforms)}" + (f" with {', '.join(settings)}" if settings else "")
+        _print_table(title, rows, sweep[0] if sweep else None)
         print(f"model: {fit.note}")
         return 0
     r = rows[0]
@@ -223,6 +236,8 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     if not r["fits"]:
         return 0
     print(f"  throughput: {_fmt_num(r['throughput_eps'])} examples/s; bottleneck: {r['bottleneck']}")
+    for line in _assumed_notes(rows):
+        print("  " + line)
     print(
         f"  power: {_fmt_num(r['power_w'], ' W')} drawn, {_fmt_num(r['provisioned_w'], ' W')} provisioned; "
         f"{_fmt_num(r['eps_per_w'])} examples/s per provisioned W"
@@ -241,3 +256,35 @@ def cmd_whatif(args: argparse.Namespace) -> int:
         print(f"    {role:<10} " + "  ".join(f"{k} {v:.0%}" for k, v in res.items()))
     print(f"  model: {fit.note}")
     return 0
+
+
+def _print_table(title: str, rows: list[dict], swept: str | None) -> None:
+    """A whatif answer of several rows (placements, a sweep) as an aligned table, then what it assumed."""
+    print(title)
+    table = [
+        {
+            "value": r["sweep_value"] or "",
+            "platform": r["platform"],
+            "placement": r["placement"],
+            "fits": "yes" if r["fits"] else f"no, {r['tier']} short {r['shortfall_gb']:,.0f} GB",
+            "examples/s": _fmt_num(r["throughput_eps"]),
+            "ex/s/W": _fmt_num(r["eps_per_w"]),
+            "servers": _counts(r),
+            "range": _range(r),
+            "bottleneck": (r["bottleneck"] or "-") + (" *" if r["default_placement"] else ""),
+        }
+        for r in rows
+    ]
+    heads = {"value": swept or ""} | {k: k for k in table[0] if k != "value"}
+    if not swept:
+        heads.pop("value")
+    width = {k: max(len(h), *(len(t[k]) for t in table)) for k, h in heads.items()}
+    right = {"value", "examples/s", "ex/s/W", "servers", "range"}
+    cell = lambda k, v: f"{v:>{width[k]}}" if k in right else f"{v:<{width[k]}}"  # noqa: E731
+    print("  ".join(cell(k, h) for k, h in heads.items()).rstrip())
+    for t in table:
+        print("  ".join(cell(k, t[k]) for k in heads).rstrip())
+    print("* best placement on that platform; servers: trainers/sparse PS/dense PS/readers (" + SIZED + ")")
+    print("range: examples/s over the alternatives to the software it assumed (see below)")
+    for line in _assumed_notes(rows):
+        print(line)

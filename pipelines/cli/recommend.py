@@ -67,6 +67,8 @@ def cmd_recommend(args: argparse.Namespace) -> int:
             )
         elif b["observed_note"]:
             print(f"     no observed median: {b['observed_note']}")
+        for line in assumed_lines(b):
+            print(f"     {line}")
     else:
         print("  -> nothing in the catalog fits these tables")
     print("  other options:")
@@ -75,3 +77,19 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     print(f"  basis: {correction.note}")
     print(f"  model: {fit.note}")
     return 0
+
+
+def assumed_lines(option: dict) -> list[str]:
+    """What a recommended option assumed of the software the workload did not state, the range over the
+    alternatives, and the alternatives under which another option would be recommended."""
+    names = [n for n in (option.get("defaulted_inputs") or "").split(",") if n]
+    if not names:
+        return []
+    given = ", ".join(f"{n}={option[n]}" for n in names)
+    out = [f"assumed (not stated: {option['platform']}'s default stack, docs/model-terms.md): {given}"]
+    if option.get("stack_alternatives"):
+        low, high = option["throughput_low_eps"], option["throughput_high_eps"]
+        out.append(f"under the alternatives {low:,.0f}-{high:,.0f} ex/s ({option['stack_alternatives']})")
+    if option.get("stack_flips"):
+        out.append(f"WARNING: the recommendation would change under {option['stack_flips']}")
+    return out

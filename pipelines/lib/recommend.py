@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from synthetic_fleet import fields
+from pipelines.lib.recommend_text import GROUP, explain, too_close
+from synthetic_fleet import alternatives, fields
 from synthetic_fleet.bottlenecks import BOTTLENECKS
 from synthetic_fleet.catalog import HardwareCatalog
 from synthetic_fleet.model import DEFAULT, Coefficients, predict_frame, throughput_draws
@@ -399,9 +400,6 @@ def options(
     return options_of([workload], hw, fleet, correction, platforms, coef).drop(GROUP)
 
 
-GROUP = "_w"  # which of the workloads a row of a batch answers
-
-
 def options_of(
     workloads: list[dict[str, Any]],
     hw: HardwareCatalog,
@@ -435,6 +433,7 @@ def options_of(
         else "analytical model only",
     )
     names = {i: w.get("model_name") or "(custom)" for i, w in enumerate(workloads)}
+    assumed = _assumed(cand, p50, band[:, 1], hw, coef)
     res = pred.select(
         GROUP,
         "platform",
@@ -453,6 +452,10 @@ def options_of(
         "batch_size",
         "provisioned_w",
         "power_w",
+        "precision",
+        "optimizer",
+        "kernels",
+        "defaulted_inputs",
     ).with_columns(
         pl.Series("p10_throughput_eps", band[:, 0]).fill_nan(None),
         pl.Series("p50_throughput_eps", band[:, 1]).fill_nan(None),
@@ -465,7 +468,48 @@ def options_of(
         pl.lit(correction.cv_mdape_used, pl.Float64).alias("cv_mdape"),
         pl.lit(correction.cv_band_coverage, pl.Float64).alias("band_coverage"),
     )
+    res = pl.concat([res, assumed], how="horizontal")
     return _as_gpu_hbm_twin(res.with_columns(_count_flags(res, fleet, hw)))
+
+
+ALT = ("_alt_eps", "_alt_on", "_alt_labels")  # each option under each alternative stack, for its flips
+
+
+def _assumed(
+    cand: pl.DataFrame, p50: np.ndarray, used: np.ndarray, hw: HardwareCatalog, coef: Coefficients
+) -> pl.DataFrame:
+    """Each option under the alternatives to its defaulted software (synthetic_fleet.alternatives), scaled
+    as its own answer is (the fleet correction's factor where it is applied): the range and its text, and
+    the scenarios for ranked_of's flips."""
+    alt = alternatives.evaluate(cand, p50, hw, coef)
+    scale = np.where(np.isfinite(p50) & (p50 > 0), used / p50, 1.0)
+    alt = replace(alt, throughput=alt.throughput * scale[None, :])
+    k = len(alt.scenarios)
+    return alternatives.summary(alt, used).with_columns(
+        pl.Series("_alt_eps", alt.throughput.T, dtype=pl.Array(pl.Float64, k)),
+        pl.Series("_alt_on", alt.applies.T, dtype=pl.Array(pl.Boolean, k)),
+        pl.lit(alt.labels(), dtype=pl.List(pl.String)).alias("_alt_labels"),
+    )
+
+
+def _flips(res: pl.DataFrame, objective: str) -> pl.Series:
+    """Per recommended option, the alternative stacks under which another option of its workload wins."""
+    labels = res["_alt_labels"][0].to_list() if res.height else []
+    k = len(labels)
+    alt = alternatives.Alternatives(
+        [tuple(label.split("=", 1)) for label in labels],
+        res["_alt_eps"].to_numpy().reshape(res.height, k).T,
+        res["_alt_on"].to_numpy().reshape(res.height, k).T,
+    )
+    per = res["provisioned_w"].to_numpy() if objective == "perf_per_watt" else np.ones(res.height)
+    return alternatives.flips(
+        alt,
+        res[GROUP].to_numpy(),
+        res["recommended"].to_numpy(),
+        (res["fits"] & ~res["same_as_gpu_hbm"]).to_numpy(),
+        per,
+        res.select(pl.format("{}/{}", "platform", "placement")).to_series().to_numpy(),
+    )
 
 
 def ranked(opts: pl.DataFrame, objective: str, workload: dict[str, Any]) -> pl.DataFrame:
@@ -494,12 +538,22 @@ def ranked_of(opts: pl.DataFrame, objective: str, workloads: list[dict[str, Any]
     )
     res = res.select((pl.int_range(1, pl.len() + 1, dtype=pl.UInt32).over(GROUP)).alias("rank"), pl.all())
     res = res.with_columns(((pl.col("rank") == 1) & pl.col("fits")).alias("recommended"))
-    res = res.with_columns(_too_close(objective))
-    return res.with_columns(_explain(score, workloads)).drop("_cf_kind")
+    res = res.with_columns(too_close(objective), _flips(res, objective))
+    return res.with_columns(explain(score, workloads)).drop("_cf_kind", *ALT)
 
 
 # What a hybrid option whose tables fit in HBM takes from the platform's gpu_hbm option: it is that option.
-TWIN_COLUMNS = ("p10_throughput_eps", "p50_throughput_eps", "p90_throughput_eps", "eps_per_w", "basis")
+TWIN_COLUMNS = (
+    "p10_throughput_eps",
+    "p50_throughput_eps",
+    "p90_throughput_eps",
+    "eps_per_w",
+    "basis",
+    "throughput_low_eps",
+    "throughput_high_eps",
+    "stack_alternatives",
+    "_alt_eps",
+)
 
 
 def _as_gpu_hbm_twin(res: pl.DataFrame) -> pl.DataFrame:
@@ -515,22 +569,6 @@ def _as_gpu_hbm_twin(res: pl.DataFrame) -> pl.DataFrame:
         *[pl.when(twin).then(pl.col(f"_hbm_{c}")).otherwise(pl.col(c)).alias(c) for c in TWIN_COLUMNS],
         twin.fill_null(False).alias("same_as_gpu_hbm"),
     ).drop([f"_hbm_{c}" for c in TWIN_COLUMNS])
-
-
-def _too_close(objective: str) -> pl.Expr:
-    """Options whose P10-P90 band overlaps the recommended option's of their workload (under the
-    objective): the model cannot tell them apart. The recommended option is flagged when any other option
-    overlaps it."""
-    per_w = objective == "perf_per_watt"
-    lo = pl.col("p10_throughput_eps") / (pl.col("provisioned_w") if per_w else 1)
-    hi = pl.col("p90_throughput_eps") / (pl.col("provisioned_w") if per_w else 1)
-    best_lo = lo.filter(pl.col("recommended")).first().over(GROUP)
-    best_hi = hi.filter(pl.col("recommended")).first().over(GROUP)
-    others = pl.col("fits") & ~pl.col("recommended") & ~pl.col("same_as_gpu_hbm")
-    overlaps = (others & (lo <= best_hi) & (hi >= best_lo)).fill_null(False)
-    return (pl.when(pl.col("recommended")).then(overlaps.any().over(GROUP)).otherwise(overlaps)).alias(
-        "too_close_to_call"
-    )
 
 
 def _count_flags(res: pl.DataFrame, fleet: Fleet, hw: HardwareCatalog) -> pl.Expr:
@@ -556,120 +594,3 @@ def _count_flags(res: pl.DataFrame, fleet: Fleet, hw: HardwareCatalog) -> pl.Exp
     if not parts:
         return pl.lit(None, pl.String).alias("count_flags")
     return pl.concat_str(parts, separator="; ", ignore_nulls=True).replace("", None).alias("count_flags")
-
-
-SERVER_NOUNS = (
-    ("n_trainers", ("trainer", "trainers")),
-    ("n_sparse_ps", ("sparse PS", "sparse PS")),
-    ("n_dense_ps", ("dense PS", "dense PS")),
-    ("n_readers", ("reader", "readers")),
-)
-
-
-def _count(column: str, noun: tuple[str, str]) -> pl.Expr:
-    """ "1 trainer", "3 trainers"."""
-    return pl.format(
-        "{} {}", column, pl.when(pl.col(column) == 1).then(pl.lit(noun[0])).otherwise(pl.lit(noun[1]))
-    )
-
-
-def _counterfactual_text(workloads: list[dict[str, Any]]) -> pl.Expr:
-    """What would relieve each option's bottleneck, in its workload's words (its table count)."""
-    tables = {i: str(w.get("n_tables", "")) for i, w in enumerate(workloads)}
-    texts = {
-        f"{k}|{n}": b.counterfactual.format(n_tables=n)
-        for k, b in BOTTLENECKS.items()
-        for n in set(tables.values())
-    }
-    key = pl.concat_str(
-        [pl.col("_cf_kind"), pl.col(GROUP).replace_strict(tables, return_dtype=pl.String)], separator="|"
-    )
-    return key.replace_strict(texts, default="", return_dtype=pl.String)
-
-
-def _against_best(fits_text: pl.Expr, score: str) -> pl.Expr:
-    """The recommended option's sentence marked so, every other fitting one's with its share of the best
-    option of its workload (the recommended one: a workload with an option that fits has one)."""
-    best = pl.col("recommended")
-    rel = pl.col(score) / pl.col(score).filter(best).first().over(GROUP)
-    best_name = (pl.col("platform") + "/" + pl.col("placement")).filter(best).first().over(GROUP)
-    return (
-        pl.when(pl.col("recommended"))
-        .then(pl.concat_str([pl.lit("Recommended. "), fits_text, pl.lit(".")]))
-        .otherwise(
-            pl.concat_str(
-                [
-                    fits_text,
-                    pl.lit("; "),
-                    (rel * 100).round(0).cast(pl.Int64).cast(pl.String),
-                    # the best of every option ranked, which a comparison of two platforms may not show
-                    pl.lit("% of the best option ("),
-                    best_name,
-                    pl.lit(")."),
-                ]
-            )
-        )
-    )
-
-
-def _explain(score: str, workloads: list[dict[str, Any]]) -> pl.Expr:
-    """One sentence per option: throughput with its band and the band's measured coverage, perf/W, the
-    bottleneck and its counterfactual, the server counts, and why drawn power may exceed provisioned."""
-    cf_text = _counterfactual_text(workloads)
-    coverage = (
-        pl.when(pl.col("band_coverage").is_not_null())
-        .then(
-            pl.format("covers {}% of held-out runs", (pl.col("band_coverage") * 100).round(0).cast(pl.Int64))
-        )
-        .otherwise(pl.lit("coefficient spread, coverage not measured"))
-    )
-    fits_text = pl.format(
-        "{}/{}: {} ex/s (P10-P90 {}-{}, {}), {} ex/s/W; limited by {}; {} would give {}x; {}, {}, {}, {}",
-        "platform",
-        "placement",
-        pl.col("p50_throughput_eps").round(0).cast(pl.Int64),
-        pl.col("p10_throughput_eps").round(0).cast(pl.Int64),
-        pl.col("p90_throughput_eps").round(0).cast(pl.Int64),
-        coverage,
-        pl.col("eps_per_w").round(1),
-        pl.col("bottleneck").replace_strict(
-            {k: b.explanation for k, b in BOTTLENECKS.items()}, default=pl.col("bottleneck")
-        ),
-        cf_text,
-        pl.col("counterfactual_gain").round(2),
-        *(_count(c, noun) for c, noun in SERVER_NOUNS),
-    )
-    drawn = (
-        pl.when(pl.col("power_w") > pl.col("provisioned_w"))
-        .then(
-            pl.format(
-                "; drawn {} W exceeds provisioned {} W: its {} readers draw power but are not provisioned "
-                "(a shared input tier, as the paper counts power)",
-                pl.col("power_w").round(0).cast(pl.Int64),
-                pl.col("provisioned_w").round(0).cast(pl.Int64),
-                "n_readers",
-            )
-        )
-        .otherwise(pl.lit(""))
-    )
-    close = (
-        pl.when(pl.col("too_close_to_call") & pl.col("recommended"))
-        .then(pl.lit("; too close to call: another option's P10-P90 band overlaps this one's"))
-        .when(pl.col("too_close_to_call"))
-        .then(pl.lit("; too close to call with the recommended option (P10-P90 bands overlap)"))
-        .when(pl.col("same_as_gpu_hbm"))
-        .then(pl.lit("; the same as gpu_hbm here: the tables fit in HBM, so hybrid keeps them all there"))
-        .otherwise(pl.lit(""))
-    )
-    fits_text = pl.concat_str([fits_text, drawn, close])
-    fits_text = _against_best(fits_text, score)
-    no_fit = pl.format(
-        "{}/{}: the tables with optimizer state ({} GB) do not fit {} ({} GB usable); {} GB short.",
-        "platform",
-        "placement",
-        pl.col("required_gb").round(1),
-        "tier",
-        pl.col("capacity_gb").round(1),
-        pl.col("shortfall_gb").round(1),
-    )
-    return pl.when(pl.col("fits")).then(fits_text).otherwise(no_fit).alias("explanation")

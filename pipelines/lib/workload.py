@@ -35,18 +35,16 @@ BATCH_KEYS = ("batch_cpu", "batch_gpu", "batch_size")
 OPTIONAL = {
     "n_tables": "one table per sparse feature",
     "lookup_power_law_alpha": f"{defaults.LOOKUP_POWER_LAW_ALPHA}",
-    "precision": defaults.PRECISION,
-    "optimizer": defaults.OPTIMIZER,
-    "kernels": defaults.KERNELS,
+    "precision": "the platform's stack (synthetic_fleet/stack.py)",
+    "optimizer": "the platform's stack (synthetic_fleet/stack.py)",
+    "kernels": "the platform's stack (synthetic_fleet/stack.py)",
     "dcn_layers": f"{defaults.DCN_LAYERS}",
     "dcn_rank": f"{defaults.DCN_RANK}",
     "model_name": "the file's name",
 }
-# The defaults of the model-only fields a workload file or an observed run may leave out.
+# The defaults of the model-only fields a workload file or an observed run may leave out (its software
+# stack is left unset: the platform it runs on decides it, and every answer names it).
 MODEL_DEFAULTS = {
-    "precision": defaults.PRECISION,
-    "optimizer": defaults.OPTIMIZER,
-    "kernels": defaults.KERNELS,
     "dcn_layers": defaults.DCN_LAYERS,
     "dcn_rank": defaults.DCN_RANK,
 }
@@ -97,7 +95,11 @@ def from_run(runs: pl.DataFrame, run_id: str) -> dict[str, Any]:
     if hit.is_empty():
         raise WhatIfError(f"no run {run_id!r} in the lake")
     row = hit.row(0, named=True)
-    shape = [k for k in fields.workload_keys() if k != "model_name" and k not in MODEL_DEFAULTS]
+    shape = [
+        k
+        for k in fields.workload_keys()
+        if k != "model_name" and k not in MODEL_DEFAULTS and k not in defaults.STACK_FIELDS
+    ]
     missing = [k for k in shape if row.get(k) is None]
     if missing:
         raise WhatIfError(
@@ -107,6 +109,7 @@ def from_run(runs: pl.DataFrame, run_id: str) -> dict[str, Any]:
     return {
         **{k: row[k] for k in ("model_name", *shape)},
         **{k: row.get(k) or v for k, v in MODEL_DEFAULTS.items()},
+        **{k: row[k] for k in defaults.STACK_FIELDS if row.get(k)},
         "batch_map": {row["platform"]: int(row["batch_size"])} if row.get("batch_size") else {},
     }
 

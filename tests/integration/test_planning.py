@@ -231,8 +231,8 @@ def test_recommend_offers_the_hybrid_placement(hw, models, no_fleet):
 
 
 def test_report_compares_cpu_and_big_basin_in_the_papers_setting_or_says_what_differs():
+    from dashboards.cards import table_iii_cards
     from dashboards.model_views import model_views
-    from dashboards.report import _table_iii_cards
 
     table_iii = model_views()[3]
     m1 = table_iii.filter(pl.col("model_name") == "M1prod").row(0, named=True)
@@ -249,7 +249,7 @@ def test_report_compares_cpu_and_big_basin_in_the_papers_setting_or_says_what_di
             for p, pl_, thr, n in (("cpu", "remote_ps", 100.0, 16), ("big_basin", "gpu_hbm", 130.0, 1))
         ]
     )  # fmt: skip
-    html = _table_iii_cards(recs, table_iii)
+    html = table_iii_cards(recs, table_iii)
     assert "1.30x Big Basin over CPU" in html and "16 trainers" in html
     assert f"{m1['throughput_ratio']:.2f}x the throughput" in html and "the setting differs" in html
 

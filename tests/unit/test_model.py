@@ -6,6 +6,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from synthetic_fleet import components
 from synthetic_fleet.calibration import POWER_RATIO, predict, suite_row, system
 from synthetic_fleet.coefficients import DEFAULT, Coefficients, coefficient_docs
 
@@ -103,11 +104,14 @@ def test_t25_wider_mlps_hurt_the_cpu_more(hw):
 
 
 def test_every_coefficient_names_the_target_it_serves():
+    # t*: the paper's targets; b*: the public benchmarks; c*: public component measurements.
     docs = coefficient_docs()
     assert set(docs) == set(Coefficients.__dataclass_fields__)
-    assert all(re.search(r"\b[tb]\d+\b", d) for d in docs.values()), {
-        k: v for k, v in docs.items() if not re.search(r"\b[tb]\d+\b", v)
+    assert all(re.search(r"\b[tbc]\d+\b", d) for d in docs.values()), {
+        k: v for k, v in docs.items() if not re.search(r"\b[tbc]\d+\b", v)
     }
+    checked = {c.coefficient: c.id for c in components.evaluate()}
+    assert all(re.search(rf"\b{i}\b", docs[k]) for k, i in checked.items()), checked
 
 
 def test_a_tier_without_servers_is_not_a_constraint_and_no_infinity_leaks(hw, models):

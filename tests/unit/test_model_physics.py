@@ -101,7 +101,8 @@ def test_6_precision_selects_the_platforms_peak(hw, models, tmp_path):
     from synthetic_fleet.catalog import load_hardware, needed_fields
 
     bb = hw.platforms["big_basin"]
-    spec = {k: getattr(bb, k) for k in needed_fields()} | {"placements": ["gpu_hbm"]}
+    # Big Basin with faster tensor-core peaks: the same server, running the same default software.
+    spec = {k: getattr(bb, k) for k in needed_fields()} | {"placements": ["gpu_hbm"], "stack": bb.stack}
     user = tmp_path / "hardware.yaml"
     user.write_text(
         yaml.safe_dump({"platforms": {"box": spec | {"gpu_tf32_tflops": 125, "gpu_fp16_tflops": 250}}})

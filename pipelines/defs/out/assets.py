@@ -124,12 +124,15 @@ def recommendations(fleet: FleetHome) -> dg.MaterializeResult:
     home = fleet.data_home()
     recs, correction, reused = fleet_recommendations_cached(home, fleet.hardware())
     top = recs.filter(recs["recommended"]).select(
-        "model_name", "objective", "platform", "placement", "explanation"
+        "model_name", "objective", "platform", "placement", "defaulted_inputs", "stack_flips", "explanation"
     )
     return _written(
         lake.write_table(home, "recommendations", recs),
         recs,
         top_recommendations=preview(top, rows=20),
+        # answers resting on a platform's default software stack, and those it would change
+        recommended_on_defaulted_stack=int((top["defaulted_inputs"] != "").sum()),
+        recommendations_a_stack_would_change=int(top["stack_flips"].is_not_null().sum()),
         correction=dg.MetadataValue.text(correction["note"]),
         cv_mdape_corrected=correction["cv_mdape_corrected"],
         cv_mdape_analytical=correction["cv_mdape_analytical"],

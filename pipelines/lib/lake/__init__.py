@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
-from deltalake import DeltaTable
+from deltalake import DeltaTable, Schema
 from deltalake.exceptions import CommitFailedError, TableNotFoundError
 from deltalake.transaction import AddAction
 
@@ -188,12 +188,14 @@ class Lake:
         return sum(_rows(a) for a in adds)
 
     def write_table(self, table: str, data: pa.Table) -> int:
-        """Replace an unpartitioned table whole, in one commit; returns its rows."""
+        """Replace an unpartitioned table whole, in one commit; returns its rows. The commit carries the
+        contract's schema: a table written before a contract gained columns takes them."""
         self._create(table)
         add = self._place(table, "", data, {})
+        schema = Schema.from_arrow(contract(table).arrow_schema())
 
         def replace_table(delta: DeltaTable) -> None:
-            delta.create_write_transaction([add], mode="overwrite", schema=delta.schema())
+            delta.create_write_transaction([add], mode="overwrite", schema=schema)
 
         self._commit(table, "the table", [add], table, replace_table)
         return _rows(add)
