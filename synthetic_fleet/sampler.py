@@ -19,7 +19,8 @@ import polars as pl
 
 from synthetic_fleet import defaults, fields
 from synthetic_fleet.catalog import HardwareCatalog, ModelSpec
-from synthetic_fleet.model import MODELLED, ROLES, predict_frame, required_gb
+from synthetic_fleet.model import MODELLED, ROLES, predict_frame
+from synthetic_fleet.model_inputs import required_gb
 from synthetic_fleet.quality import normalized_entropy
 
 if TYPE_CHECKING:

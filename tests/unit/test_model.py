@@ -168,7 +168,7 @@ def test_recommender_ignores_runs_without_throughput(hw):
 def test_per_example_quantities_once_per_shape_equal_them_row_by_row(hw, models):
     # Sizing searches evaluate a few workload shapes on many systems: computed once per shape and gathered
     # back, every row's quantities are bit-identical to computing them row by row.
-    from synthetic_fleet import model
+    from synthetic_fleet import model_inputs as model
 
     rows = [
         system(models[m], p, placement, n_trainers=n, batch_size=b)
@@ -179,9 +179,9 @@ def test_per_example_quantities_once_per_shape_equal_them_row_by_row(hw, models)
         for b in (512, 4096)
     ]
     rows.append(system(models["M1prod"], "cpu", "remote_ps", embedding_dim=1024))  # a shape seen once
-    base = model._with_defaults(model._with_hardware(model.fit_frame(pl.DataFrame(rows), hw), hw))
+    base = model.with_defaults(model.with_hardware(model.fit_frame(pl.DataFrame(rows), hw), hw))
     base = base.sample(fraction=1.0, shuffle=True, seed=7)  # shapes interleaved
-    once = model._per_example(base, DEFAULT)
+    once = model.per_example(base, DEFAULT)
     each = model._per_workload(base, DEFAULT)
     assert base.select(pl.struct(model.WORKLOAD_SHAPE).n_unique()).item() < base.height
     assert once.columns == each.columns and once.equals(each, null_equal=True)

@@ -8,7 +8,8 @@ import pytest
 
 from pipelines.cli import main
 from synthetic_fleet.calibration import predict, system
-from synthetic_fleet.model import DEFAULT, required_gb
+from synthetic_fleet.model import DEFAULT
+from synthetic_fleet.model_inputs import required_gb
 from synthetic_fleet.whatif import apply_settings, ask
 
 
