@@ -13,6 +13,9 @@ from pipelines.lib.lake import Lake
 from pipelines.lib.render import plain_table
 
 MAX_ROWS = 1000  # rows printed per statement (the rest are counted)
+# Lines of an engine message shown: its first, then its hint ('Did you mean "gpu_util"?', 'Candidate
+# bindings: ...') or the statement's line with a caret; a list of candidate functions can run to dozens.
+MESSAGE_LINES = 4
 DOT_COMMANDS = {
     ".tables": "SELECT view_name AS view, comment FROM duckdb_views() WHERE NOT internal ORDER BY 1",
 }
@@ -20,6 +23,13 @@ DOT_COMMANDS = {
 
 class SqlError(Exception):
     """A statement the engine refused (its message says why)."""
+
+
+def _message(exc: duckdb.Error) -> SqlError:
+    """The engine's message, its hint kept: its first MESSAGE_LINES lines, then how many more it had."""
+    lines = [line.rstrip() for line in str(exc).splitlines() if line.strip()]
+    cut = len(lines) - MESSAGE_LINES
+    return SqlError("\n".join(lines[:MESSAGE_LINES] + ([f"... {cut} more lines"] if cut > 0 else [])))
 
 
 # What the shell runs: statements that read. COPY, EXPORT, ATTACH, SET, PRAGMA, INSTALL/LOAD and DDL are not.
@@ -55,7 +65,7 @@ def statements(text: str, con: duckdb.DuckDBPyConnection) -> list[str]:
     try:
         parsed = con.extract_statements(text)
     except duckdb.Error as exc:
-        raise SqlError(str(exc).splitlines()[0]) from None
+        raise _message(exc) from None
     for s in parsed:
         if s.type not in READ_STATEMENTS:
             kind = s.type.name
@@ -76,7 +86,7 @@ def run(con: duckdb.DuckDBPyConnection, text: str) -> Iterator[str]:
                 continue
             frame = rel.limit(MAX_ROWS + 1).pl()
         except duckdb.Error as exc:
-            raise SqlError(str(exc).splitlines()[0]) from None
+            raise _message(exc) from None
         more = frame.height > MAX_ROWS
         yield plain_table(frame.head(MAX_ROWS)) + (
             f"; more rows not shown (the first {MAX_ROWS})" if more else ""

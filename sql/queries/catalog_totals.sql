@@ -3,5 +3,5 @@
 SELECT
     (SELECT count(*) FROM runs) AS runs,
     (SELECT count(*) FROM utilisation_samples) AS samples,
-    (SELECT coalesce(sum(rows_quarantined), 0) FROM ingest_ledger) AS rows_quarantined,
+    (SELECT CAST(coalesce(sum(rows_quarantined), 0) AS BIGINT) FROM ingest_ledger) AS rows_quarantined,
     (SELECT count(*) FROM ingest_ledger) AS landing_files

@@ -12,7 +12,7 @@ c AS (
 )
 SELECT
     role,
-    max(total)                                              AS runs,
+    CAST(max(total) AS BIGINT)                              AS runs,
     min(n_servers) FILTER (WHERE cum >= 0.5 * total)        AS median_servers,
     sum(n_servers * runs) / max(total)                      AS mean_servers,
     max(n_servers)                                          AS max_servers,

@@ -13,11 +13,12 @@ c AS (
            sum(n) OVER (PARTITION BY role, resource) AS total
     FROM h
 )
-SELECT role, resource, max(total) AS samples,
+SELECT role, resource, CAST(max(total) AS BIGINT) AS samples,
        sum(n * mid) / max(total) AS mean_util,
        min(mid) FILTER (WHERE cum >= 0.25 * total) AS p25_util,
        min(mid) FILTER (WHERE cum >= 0.50 * total) AS p50_util,
        min(mid) FILTER (WHERE cum >= 0.75 * total) AS p75_util,
+       min(mid) FILTER (WHERE cum >= 0.90 * total) AS p90_util,
        min(mid) FILTER (WHERE cum >= 0.95 * total) AS p95_util
 FROM c
 GROUP BY role, resource

@@ -1,9 +1,9 @@
--- Per run x role x resource: servers, samples, mean / p50 / p95 / max utilisation of one day, merged from the
--- parts in the registered relation `run_role_stats_parts` (run_role_stats_part.sql): counts and sums add, maxima
--- take the largest; p50 and p95 are the part's own where one part holds the group, else the exact ones in
--- `spanning_quantiles` (run_role_quantiles.sql). A resource's servers are those with at least one value of
--- it, counted from `server_windows` (the day's scan per server) rather than by a distinct count over every
--- sample; the run's system comes from `runs`. Resource names lose their `_util` suffix here.
+-- Per run x role x resource: servers, samples, mean / p50 / p90 / p95 / max utilisation of one day, merged
+-- from the parts in the registered relation `run_role_stats_parts` (run_role_stats_part.sql): counts and sums
+-- add, maxima take the largest; the quantiles are the part's own where one part holds the group, else the
+-- exact ones in `spanning_quantiles` (run_role_quantiles.sql). A resource's servers are those with at least
+-- one value of it, counted from `server_windows` (the day's scan per server) rather than by a distinct count
+-- over every sample; the run's system comes from `runs`. Resource names lose their `_util` suffix here.
 WITH merged AS (
     SELECT run_id, role, resource,
            sum(n_samples)                  AS n_samples,
@@ -43,7 +43,8 @@ SELECT
     regexp_replace(s.resource, '_util$', '') AS resource,
     v.n_servers, s.n_samples, s.mean_util,
     s.q[1] AS p50_util,
-    s.q[2] AS p95_util,
+    s.q[2] AS p90_util,
+    s.q[3] AS p95_util,
     s.max_util
 FROM stats AS s
 JOIN servers AS v USING (run_id, role, resource)

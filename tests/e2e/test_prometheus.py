@@ -177,7 +177,7 @@ def _distributions(home: DataHome) -> dict:
     dist = analytics.util_distribution(runs, samples, stats, ROUND_TRIP_DAY)
     lake.write_partition(home, "util_distribution", ROUND_TRIP_DAY, dist)
     summary, tvp = analytics.merged_summaries(analytics.table_relation(home, "util_distribution"))
-    overall = (pl.col("model_name") == "*") & (pl.col("platform") == "*")
+    overall = (pl.col("model_name") == "*") & (pl.col("platform") == "*") & (pl.col("placement") == "*")
     hist = analytics.server_count_hist(runs, ROUND_TRIP_DAY)
     return {
         "runs": runs.height,

@@ -116,3 +116,25 @@ def test_the_cli_of_the_registries_is_not_what_the_guide_suggests():
     """The guide says why: the catalog is DuckDB 2's file format (the registries' CLI is 1.5.6)."""
     assert duckdb.__version__.startswith("2.")
     assert "fleet sql" in GUIDE and "duckdb-cli` 1.5.6" in GUIDE
+
+
+def test_fleet_sql_passes_the_engines_hint_through(materialized_home, capsys):
+    # The shell once printed only the first line of DuckDB's message, dropping its suggestion.
+    home, *_ = materialized_home
+    misspelt = {
+        "SELECT gpu_utilization FROM utilisation_samples": ('Candidate bindings: "gpu_util"', 2),
+        "SELECT count(*) FROM utilisation_sample": ('Did you mean "utilisation_samples"?', 2),
+        "SELECT 1 +": ("LINE 1: SELECT 1 +", 3),
+        "SELECT abs('a', 1) FROM runs": ("Candidate functions:", 5),  # a dozen candidates: the first few
+    }
+    for statement, (hint, lines) in misspelt.items():
+        assert main(["sql", "--home", str(home.root), "-c", statement]) == 2, statement
+        out = capsys.readouterr()
+        assert out.err.startswith("fleet sql: ") and hint in out.err, (statement, out.err)
+        assert len(out.err.splitlines()) == lines and out.out == "", (statement, out.err)
+        assert ("more lines" in out.err) == (lines == 5), (statement, out.err)
+    lines = iter(["SELECT gpu_utilization FROM utilisation_samples;", ".quit"])
+    written: list[str] = []
+    with sqlshell.connect(home.catalog_path, lake.store(home)) as con:
+        sqlshell.interactive(con, lambda prompt: next(lines), written.append)
+    assert written[0].startswith("Error: Binder Error") and '"gpu_util"' in written[0]

@@ -1,5 +1,6 @@
 """Every canned analyst query has a description, binds its parameters and runs against the real catalog."""
 
+import polars as pl
 import pytest
 
 from pipelines.lib import queries
@@ -56,3 +57,17 @@ def test_waste_queries_answer_over_a_day_range(catalog):
     assert (
         share["source"] == "synthetic" and share["ps_judged"] == share["ps_held"] > share["ps_oversized"] > 0
     )
+
+
+def test_canned_query_counts_are_int64_not_int128(catalog):
+    """DuckDB sums BIGINT into HUGEINT, which polars, pandas and Arrow clients receive as int128 or
+    decimal(38, 0): the queries cast their sums back."""
+    for name in queries.canned():
+        schema = queries.run(catalog, name).schema
+        wide = {c: t for c, t in schema.items() if isinstance(t, pl.Decimal) or t == pl.Int128}
+        assert not wide, (name, wide)
+    assert queries.run(catalog, "waste_by_model_platform").schema["servers_recoverable"] == pl.Int64
+    quantiles = queries.run(catalog, "utilisation_quantiles_for_days")
+    assert quantiles.schema["samples"] == pl.Int64
+    assert (quantiles["p75_util"] <= quantiles["p90_util"]).all()
+    assert (quantiles["p90_util"] <= quantiles["p95_util"]).all()

@@ -109,7 +109,10 @@ FLOW = textwrap.dedent(
         "windows": "fpga_util" in windows.columns,
         "stats": stats.filter(pl.col("resource") == "fpga").select("role", "mean_util").sort("role").rows(),
         "dist": dist.filter((pl.col("resource") == "fpga") & (pl.col("statistic") == "sample"))["n"].sum(),
-        "summary": summary.filter((pl.col("resource") == "fpga") & (pl.col("model_name") == "*")).height,
+        "summary": summary.filter(
+            (pl.col("resource") == "fpga")
+            & pl.all_horizontal(pl.col("model_name", "platform", "placement") == "*")
+        ).height,
         "enum": list(contract("util_distribution").column("resource").enum),
         "chart": "fpga" in json.dumps(chart),
     }))

@@ -113,6 +113,7 @@ def _stats(run_id: str, role: str, p95: dict[str, float], peak: dict[str, float]
             "n_samples": 10,
             "mean_util": v / 2,
             "p50_util": v / 2,
+            "p90_util": v * 0.9,
             "p95_util": v,
             "max_util": (peak or {}).get(r, v),
         }
