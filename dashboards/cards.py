@@ -7,7 +7,8 @@ import html
 
 import polars as pl
 
-from dashboards import charts
+from dashboards.fit_charts import best_per_platform
+from synthetic_fleet import fields
 
 TABLE_III = ("cpu", "big_basin")  # the paper's Table III compares these two
 
@@ -30,9 +31,9 @@ def _assumed(r: dict) -> str:
     return out
 
 
-def _card(r: dict, heading: str, note: str = "") -> str:
+def _body(r: dict, note: str = "") -> str:
+    """A card's text under its heading: the option, its band, bottleneck, why, what it assumed, its basis."""
     return (
-        f'<div class="card"><h3>{html.escape(heading)}</h3>'
         f'<p class="choice">{html.escape(r["platform"])} / {html.escape(r["placement"])}</p>'
         f"<p>{r['p50_throughput_eps']:,.0f} examples/s "
         f"(P10-P90 {r['p10_throughput_eps']:,.0f}-{r['p90_throughput_eps']:,.0f}), "
@@ -43,25 +44,51 @@ def _card(r: dict, heading: str, note: str = "") -> str:
         + (f'<p class="note">{html.escape(note)}</p>' if note else "")
         + f'<p class="note">{html.escape(r["basis"])}'
         + (f"; held-out error {r['cv_mdape']:.1%}" if r["cv_mdape"] is not None else "")
-        + "</p></div>"
+        + "</p>"
     )
 
 
-def cards(recs: pl.DataFrame) -> str:
+def _card(heading: str, body: str) -> str:
+    return f'<div class="card"><h3>{html.escape(heading)}</h3>{body}</div>'
+
+
+def why_no_recommendations(runs: pl.DataFrame) -> str:
+    """Why the lake's runs give no recommendation: the night answers each model family that has runs
+    which succeeded with a throughput and record their workload (pipelines.lib.recommend.Fleet)."""
+    if runs.is_empty():
+        return "No recommendations yet: they need runs in the lake (`fleet run`)."
+    shape = list(fields.numeric_features())
+    done = runs.filter((pl.col("status") == "succeeded") & (pl.col("throughput_eps") > 0))
+    shaped = done.filter(pl.all_horizontal(pl.col(shape).is_not_null()) & pl.col("placement").is_not_null())
+    return (
+        f"No recommendations: of the {runs.height:,} runs in range, {done.height:,} succeeded with a "
+        f"throughput and {shaped.height:,} of them record their workload (model shape, batch and placement: "
+        "schemas/runs.yaml). Telemetry alone (Prometheus, or files without these columns) does not, so the "
+        "hardware-fit answers have no model family to start from; `fleet recommend --config workload.yaml` "
+        "answers for a workload you describe (examples/workload.yaml)."
+    )
+
+
+def cards(recs: pl.DataFrame, why_none: str = "No recommendations yet.") -> str:
+    """One card per model and recommended option: objectives whose answer reads the same (both pick one
+    option with the same figures and reasons) share a card, which names them, rather than show it twice."""
     if recs.is_empty():
-        return "<p>No recommendations yet: they need runs in the lake (`fleet run`).</p>"
+        return f"<p>{html.escape(why_none)}</p>"
     best = recs.filter(pl.col("recommended")).sort("model_name", "objective")
-    every = [  # one card per model and objective
-        _card(r, f"{r['model_name']} · {r['objective'].replace('_', ' ')}")
-        for r in best.iter_rows(named=True)
-    ]
+    bodies = pl.Series("body", [_body(r) for r in best.iter_rows(named=True)], dtype=pl.String)
+    shown = (
+        best.select("model_name", "objective", bodies)
+        .group_by("model_name", "body", maintain_order=True)
+        .agg(pl.col("objective").unique(maintain_order=True).str.replace_all("_", " ").str.join(" and "))
+    )
+    every = [_card(f"{model} · {objectives}", body) for model, body, objectives in shown.iter_rows()]
     return '<div class="cards">' + "".join(every) + "</div>"
 
 
 def table_iii_cards(recs: pl.DataFrame, paper: pl.DataFrame) -> str:
     """Per model, the better of its best CPU-cluster and best Big Basin options as the fleet runs them
     (throughput), beside the paper's own setting (the calibration's figures), saying what differs."""
-    best = charts.best_per_platform(recs, TABLE_III)
+    best = best_per_platform(recs, TABLE_III)
     rows = best.sort("p50_throughput_eps", descending=True).group_by("model_name", maintain_order=True)
     setting = {r["model_name"]: r for r in paper.iter_rows(named=True)}
     cards = []
@@ -86,5 +113,5 @@ def table_iii_cards(recs: pl.DataFrame, paper: pl.DataFrame) -> str:
                 f"{p['throughput_ratio']:.2f}x the throughput and {p['perf_per_watt_ratio']:.2f}x the "
                 "perf/W: the setting differs, so the ratio does."
             )
-        cards.append(_card(top, heading, note))
+        cards.append(_card(heading, _body(top, note)))
     return '<div class="cards">' + "".join(cards) + "</div>"

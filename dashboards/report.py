@@ -15,8 +15,10 @@ import altair as alt
 import polars as pl
 
 from dashboards import charts
-from dashboards.cards import TABLE_III, cards, table_iii_cards
+from dashboards.cards import TABLE_III, cards, table_iii_cards, why_no_recommendations
+from dashboards.fit_charts import FIT_NOTE, best_per_platform, cpu_vs_big_basin, fit_matrix
 from dashboards.model_views import model_views
+from dashboards.report_html import contents, heading, table, waste_runs, waste_summary
 from dashboards.vega_render import Renderers
 from pipelines.lib import cache, fileio, lake
 from pipelines.lib.contracts import contract, resources
@@ -50,6 +52,7 @@ class ReportInputs:
     run_efficiency: pl.DataFrame = field(default_factory=lambda: contract("run_efficiency").empty_frame())
     server_outliers: pl.DataFrame = field(default_factory=lambda: contract("server_outliers").empty_frame())
     named_models: list[str] | None = None  # the families drawn by name (None: all); see MAX_MODELS
+    no_recommendations: str = ""  # why there are none, when there are none
 
 
 @dataclass
@@ -76,10 +79,19 @@ def _count(n: pl.Expr, noun: str) -> pl.Expr:
 
 
 def explorer_line() -> pl.Expr:
-    """One line per run for the selected-runs list; a run without a throughput (failed) says so."""
+    """One line per run for the selected-runs list. A run without a throughput says why only as its status
+    does: telemetry (a CSV without throughput, every Prometheus run) records none for runs that succeeded."""
+    status = pl.col("status")
+    missing = (
+        pl.when(status.is_in(["failed", "cancelled"]))
+        .then(pl.format("no throughput ({})", status))
+        .when(status == "running")
+        .then(pl.lit("no throughput yet (running)"))
+        .otherwise(pl.lit("no throughput recorded"))
+    )
     throughput = (
         pl.when(pl.col("throughput_eps").is_null())
-        .then(pl.lit("no throughput (failed)"))
+        .then(missing)
         .otherwise(pl.format("{} ex/s", pl.col("throughput_eps").round(0).cast(pl.Int64)))
     )
     return pl.concat_str(
@@ -178,6 +190,7 @@ def _explorer(runs: pl.DataFrame, stats: pl.DataFrame, n_days: int) -> pl.DataFr
             "n_trainers",
             "n_sparse_ps",
             "throughput_eps",
+            "status",
             "trainer_cpu",
             "ps_cpu",
         )
@@ -199,6 +212,7 @@ def gather(home: DataHome, first: str | None = None, last: str | None = None) ->
     )
     # a fleet of thousands of model families (a name per run) is drawn as its busiest families and the rest
     named = _named_models(runs)
+    in_range_runs = runs
     n_runs, n_families = runs.height, runs["model_name"].n_unique()
     runs, dist = fewer_models(runs, named), fewer_models(dist, named)
     ledger = _between(lake.read_table(home, "ingest_ledger"), first, last)
@@ -261,6 +275,7 @@ def gather(home: DataHome, first: str | None = None, last: str | None = None) ->
         _between(lake.read_table(home, "run_efficiency"), first, last),
         _between(lake.read_table(home, "server_outliers"), first, last),
         named,
+        "" if recs.height else why_no_recommendations(in_range_runs),
     )
 
 
@@ -285,10 +300,10 @@ def build_charts(
     days = None if static else inputs.days  # the exports show every day; the page has the range control
     out: dict[str, alt.TopLevelMixin] = {}
     if inputs.recommendations.height:
-        out["hardware_fit"] = same("hardware_fit", lambda: charts.fit_matrix(inputs.recommendations))
-        if set(TABLE_III) <= set(charts.best_per_platform(inputs.recommendations, TABLE_III)["platform"]):
+        out["hardware_fit"] = same("hardware_fit", lambda: fit_matrix(inputs.recommendations))
+        if set(TABLE_III) <= set(best_per_platform(inputs.recommendations, TABLE_III)["platform"]):
             out["cpu_vs_big_basin"] = same(
-                "cpu_vs_big_basin", lambda: charts.cpu_vs_big_basin(inputs.recommendations)
+                "cpu_vs_big_basin", lambda: cpu_vs_big_basin(inputs.recommendations)
             )
     if inputs.util_distribution.filter(pl.col("platform") == "cpu").height:
         out["trainer_vs_ps"] = charts.trainer_vs_ps(inputs.util_distribution, n_bins, static, days)
@@ -316,79 +331,6 @@ def build_charts(
     return out
 
 
-def _table(frame: pl.DataFrame, columns: dict[str, str]) -> str:
-    head = "".join(f"<th>{html.escape(title)}</th>" for title in columns.values())
-    body = "".join(
-        "<tr>"
-        + "".join(f"<td>{html.escape(f'{v:,.3g}' if isinstance(v, float) else str(v))}</td>" for v in rec)
-        + "</tr>"
-        for rec in frame.select(list(columns)).iter_rows()
-    )  # small aggregated tables
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def _waste_summary(efficiency: pl.DataFrame, outliers: pl.DataFrame) -> str:
-    """Fleet totals over the report's days, what each was sized from, and the parameter servers called
-    oversized per source beside the paper's observation."""
-    from pipelines.lib.waste import fleet_view, ps_oversized_share
-
-    if efficiency.is_empty():
-        return ""
-    t = fleet_view(efficiency, outliers, top=0)["totals"]
-    share = t["servers_recoverable"] / t["servers_judged"] if t["servers_judged"] else 0.0
-    targets = ", ".join(f"{x:g}" for x in efficiency["target_p95_util"].unique().sort().to_list())
-    basis = {
-        "workload_model": "the workload model",
-        "utilisation_headroom": "the utilisation headroom (telemetry only)",
-        "no_telemetry": "nothing: no utilisation samples, not judged",
-    }
-    sized = "; ".join(f"{v:,} from {basis[k]}" for k, v in t["basis"].items())
-    ps = []
-    for r in ps_oversized_share(efficiency).iter_rows(named=True):
-        called = (
-            f"{r['share_oversized']:.0%} of {r['ps_judged']:,} judged called oversized"
-            if r["ps_judged"]
-            else "none judged"
-        )
-        unjudged = f"; {r['ps_not_judged']:,} without utilisation samples" if r["ps_not_judged"] else ""
-        ps.append(f"{r['source']}: {r['ps_held']:,} held, {called}{unjudged}")
-    items = [
-        f"{t['n_servers']:,} servers held over {t['days']} days; right-sized to p95 &le; "
-        f"{html.escape(targets)} the judged {t['servers_judged']:,} need {t['right_sized_servers']:,}: "
-        f"<b>{t['servers_recoverable']:,} servers ({share:.0%}) and "
-        f"{t['provisioned_kw_recoverable'] or 0:,.1f} kW of provisioned power to win back</b>.",
-        f"Servers sized from {html.escape(sized)}.",
-        f"Stragglers: {t['stragglers']:,} trainers in {t['runs_with_stragglers']:,} runs; hot shards: "
-        f"{t['hot_shards']:,} sparse parameter servers in {t['runs_with_hot_shards']:,} runs.",
-        f"Sparse parameter servers ({html.escape('; '.join(ps) or 'none')}). {html.escape(PAPER_PS)}",
-    ]
-    return '<ul class="waste">' + "".join(f"<li>{i}</li>" for i in items) + "</ul>"
-
-
-def _waste_runs(efficiency: pl.DataFrame, outliers: pl.DataFrame) -> str:
-    """The runs holding the most recoverable servers, with the evidence (a small table)."""
-    from pipelines.lib.waste import fleet_view
-
-    top = fleet_view(efficiency, outliers, top=TOP_WASTE_RUNS)["top_runs"]
-    if top.is_empty():
-        return ""
-    top = top.with_columns(pl.col("provisioned_kw_recoverable").round(1), pl.col("outliers").fill_null("-"))
-    columns = {
-        "run_id": "run",
-        "day": "day",
-        "model_name": "model",
-        "platform": "platform",
-        "servers_recoverable": "servers recoverable",
-        "provisioned_kw_recoverable": "kW",
-        "right_sizing": "right-sizing: held -> right-sized (binding resource p95 now -> after, basis)",
-        "outliers": "stragglers and hot shards (how far off, how long)",
-    }
-    return (
-        f'<p class="note">Top {top.height} runs by servers recoverable.</p>'
-        f'<div class="waste">{_table(top, columns)}</div>'
-    )
-
-
 SECTIONS = (
     ("recommendation cards", "Recommendations (every platform in the catalog)"),
     ("cpu_vs_big_basin", "CPU cluster vs Big Basin (the paper's Table III setting)"),
@@ -405,7 +347,6 @@ SECTIONS = (
 )
 NO_DATA = {
     "cpu_vs_big_basin": "Needs recommendations with fitting options on both CPU clusters and Big Basin.",
-    "hardware_fit": "No recommendations yet: they need runs in the lake (`fleet run`).",
     "trainer_vs_ps": "No utilisation samples of CPU-cluster runs in these days.",
     "trainer_vs_ps_gpu": "No GPU utilisation samples in these days.",
     "server_counts": "No runs with server counts in these days.",
@@ -414,7 +355,7 @@ NO_DATA = {
     "waste": "No right-sized runs in these days: right-sizing needs utilisation samples (`fleet run`).",
 }
 NOTES = {
-    "hardware_fit": charts.FIT_NOTE,
+    "hardware_fit": FIT_NOTE,
     "server_counts": "Starts on CPU clusters, where trainer and parameter-server counts vary; "
     "the PNG and SVG show every platform.",
     "trainer_vs_ps": "The PNG and SVG show every model.",
@@ -424,12 +365,6 @@ NOTES = {
     "waste": "Right-sized: the fewest servers of a role that keep every resource's p95 utilisation at or "
     "under the target without losing throughput (README, Right-sizing). kW: peak power of the servers freed.",
 }
-# The paper's observation the parameter-server figures stand beside (Acun et al., HPCA 2021, §III).
-PAPER_PS = (
-    "The paper finds parameter servers use their machines less than trainers (a lower mean, a wider spread "
-    "and a longer tail, Fig. 5) and their counts vary widely for the same model (Fig. 9)."
-)
-TOP_WASTE_RUNS = 15
 # The width (px) the charts are drawn for: the content width of a 1024 px window. The page scales every
 # chart's views to the width it has (wider windows get wider charts; labels and legends keep their size).
 DESIGN_WIDTH = 960
@@ -459,54 +394,64 @@ def _notes(inputs: ReportInputs) -> dict[str, str]:
     return notes
 
 
+# Above the calibration chart: what an analyst reads in it (the table under it lists every check).
+CALIBRATION_INTRO = (
+    "Each row sets one figure of the paper beside the workload model's prediction of it: the dot is the "
+    "prediction divided by the paper's value (1 is an exact match) and the grey band its tolerance, so a dot "
+    "within the band (green, PASS) means the model reproduces that figure of the paper and one outside it "
+    "(red, FAIL) means it does not."
+)
 RANGED_NOTE = (
     "The charts with days follow the date range above; the header, the recommendations, these totals "
     "and the tables cover every day of the report ({first} .. {last})."
 )
 
 
+def _section(
+    key: str, title: str, inputs: ReportInputs, specs: dict[str, dict], files: dict, notes: dict[str, str]
+) -> str:
+    """One section of the page: its heading (linked from the contents), its chart or why it has none, and
+    what it says beside the chart."""
+    head = heading(key, title)
+    if key == "recommendation cards":
+        return head + cards(inputs.recommendations, inputs.no_recommendations)
+    if key == "calibration":
+        head += f"<p>{html.escape(CALIBRATION_INTRO)}</p>"
+    if key == "waste" and inputs.days:
+        ranged = RANGED_NOTE.format(first=inputs.days[0], last=inputs.days[-1])
+        head += f'<p class="note">{html.escape(ranged)}</p>'
+    if key == "waste":
+        head += waste_summary(inputs.run_efficiency, inputs.server_outliers)
+    if key not in specs:
+        why = inputs.no_recommendations if key == "hardware_fit" else NO_DATA.get(key, "No data.")
+        return f'{head}<p class="nodata">{html.escape(why)}</p>'
+    png, svg = files[key]
+    if key == "cpu_vs_big_basin":
+        head += table_iii_cards(inputs.recommendations, inputs.table_iii)
+    note = f'<p class="note">{html.escape(notes[key])}</p>' if key in notes else ""
+    blocks = [
+        f'{head}<div class="chart" id="chart-{key}"></div>{note}'
+        f'<p class="files">Also as <a href="{html.escape(png)}">PNG</a> and '
+        f'<a href="{html.escape(svg)}">SVG</a>.</p>'
+    ]
+    if key == "waste":
+        blocks.append(waste_runs(inputs.run_efficiency, inputs.server_outliers))
+    if key == "calibration":
+        columns = {"id": "id", "status": "status", "expected": "paper", "value_text": "model"}
+        blocks.append(table(inputs.calibration, columns))
+    return "\n".join(blocks)
+
+
 def render_html(
     home: DataHome, inputs: ReportInputs, specs: dict[str, dict], files: dict[str, tuple[str, str]]
 ) -> str:
-    """One HTML document: the Vega bundle inlined once, the chart specs once, a date-range control over the
-    charts that have days, links to every chart's PNG and SVG."""
+    """One HTML document: a table of contents, the Vega bundle inlined once, the chart specs once, a
+    date-range control over the charts that have days, links to every chart's PNG and SVG."""
     import vl_convert
 
     notes = _notes(inputs)
-    blocks = []
-    for key, title in SECTIONS:
-        heading = f"<h2>{html.escape(title)}</h2>"
-        if key == "recommendation cards":
-            blocks.append(heading + cards(inputs.recommendations))
-            continue
-        if key == "waste" and inputs.days:
-            ranged = RANGED_NOTE.format(first=inputs.days[0], last=inputs.days[-1])
-            heading += f'<p class="note">{html.escape(ranged)}</p>'
-        if key not in specs:
-            if key == "waste":
-                heading += _waste_summary(inputs.run_efficiency, inputs.server_outliers)
-            blocks.append(f'{heading}<p class="nodata">{html.escape(NO_DATA.get(key, "No data."))}</p>')
-            continue
-        png, svg = files[key]
-        if key == "cpu_vs_big_basin":
-            heading += table_iii_cards(inputs.recommendations, inputs.table_iii)
-        if key == "waste":
-            heading += _waste_summary(inputs.run_efficiency, inputs.server_outliers)
-        note = f'<p class="note">{html.escape(notes[key])}</p>' if key in notes else ""
-        blocks.append(
-            f'{heading}<div class="chart" id="chart-{key}"></div>{note}'
-            f'<p class="files">Also as <a href="{html.escape(png)}">PNG</a> and '
-            f'<a href="{html.escape(svg)}">SVG</a>.</p>'
-        )
-        if key == "waste":
-            blocks.append(_waste_runs(inputs.run_efficiency, inputs.server_outliers))
-        if key == "calibration":
-            blocks.append(
-                _table(
-                    inputs.calibration,
-                    {"id": "id", "status": "status", "expected": "paper", "value_text": "model"},
-                )
-            )
+    blocks = [contents(SECTIONS)]
+    blocks += [_section(key, title, inputs, specs, files, notes) for key, title in SECTIONS]
     bundle = cache.package_text("vega_bundle", vl_convert.__version__, vl_convert.javascript_bundle)
     ranged = [
         k
