@@ -83,6 +83,7 @@ class PipelineRun:
 
 DAY_INPUTS = "fleet/day_inputs"  # tag: what a day's run read (landing files, code, catalogs), hashed
 MERGE_INPUTS = "fleet/merge_inputs"  # tag: what a merge run read (every landing day's inputs, code)
+MERGED = "fleet/merge"  # tag: the run merged the days into the unpartitioned analyses, catalog and report
 # The code a day's outputs depend on; the report's code counts for the merge run too.
 DAY_CODE = ("pipelines", "sql", "schemas", "synthetic_fleet")
 
@@ -332,7 +333,12 @@ def _run_all(
             asset_selection=merged,
             partition_key=last,
             instance=instance,
-            tags={**tags, MERGE_INPUTS: merge_key},
+            # the partition is only the job's key: the tag says this run merged every landing day
+            tags={
+                **tags,
+                MERGE_INPUTS: merge_key,
+                MERGED: f"every landing day, not only {last}",
+            },
             run_config=run_config(home, settings.ingest),
             run_id=run_id,
         )

@@ -58,6 +58,12 @@ def evaluate(
     return Alternatives(scenarios, out, applies)
 
 
+def thousands(x: pl.Expr) -> pl.Expr:
+    """A non-negative number rounded to a whole one, with thousands separators: 1234567.8 -> "1,234,568"."""
+    digits = x.round(0).cast(pl.Int64).cast(pl.String).str.reverse()
+    return digits.str.replace_all(r"(\d{3})", "$1,").str.strip_chars_end(",").str.reverse()
+
+
 def summary(alt: Alternatives, base: np.ndarray) -> pl.DataFrame:
     """Per row: the lowest and highest throughput over its answer and its scenarios, and the scenarios
     that apply to it as text ("kernels=graph 31,200,000; precision=fp32 9,800,000")."""
@@ -76,7 +82,7 @@ def summary(alt: Alternatives, base: np.ndarray) -> pl.DataFrame:
         schema={"_row": pl.Int64, "_label": pl.String, "_eps": pl.Float64, "_on": pl.Boolean},
     ).filter(pl.col("_on") & pl.col("_eps").is_not_nan())
     text = long.group_by("_row", maintain_order=True).agg(
-        pl.format("{} {}", "_label", pl.col("_eps").round(0).cast(pl.Int64)).str.join("; ").alias("text")
+        pl.format("{} {}", "_label", thousands(pl.col("_eps"))).str.join("; ").alias("text")
     )
     joined = pl.DataFrame({"_row": np.arange(n, dtype=np.int64)}).join(text, on="_row", how="left")
     return pl.DataFrame(

@@ -11,6 +11,21 @@ from typing import Any
 # Power-law exponent of lookups across tables when a workload does not state it: the catalog's production
 # models use 1.1 (a few hot tables, paper §III-A).
 LOOKUP_POWER_LAW_ALPHA = 1.1
+# The shape a workload file starts from where it leaves a field out: the public MLPerf Training DLRM
+# reference (Criteo Terabyte; examples/mlperf/models.yaml). The fields given replace it consistently
+# (synthetic_fleet.whatif.apply_settings: more sparse features, more tables and table bytes), so a partial
+# description gets a first answer, which names every field it took from here.
+STARTING_SHAPE = {
+    "n_dense_features": 13,
+    "n_sparse_features": 26,
+    "n_tables": 26,
+    "embedding_dim": 128,
+    "embedding_gb": 96.14,
+    "mean_lookups_per_table": 1.0,
+    "bottom_mlp": "13-512-256-128",
+    "top_mlp": "1024-1024-512-256-1",
+    "interaction": "dot",
+}
 # A workload's software stack: the arithmetic of its MLPs, the optimizer of its tables (state bytes per table
 # byte: TorchRec's multipliers) and how its framework issues GPU kernels (each mode has its own fitted cost
 # per operator, synthetic_fleet/coefficients.py): "per_table", an eager framework with one operator per

@@ -8,6 +8,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from pipelines.cli.hints import runnable
 from pipelines.lib.paths import DataHome
 from pipelines.lib.preflight import (
     STAGED_NOTHING_KEPT,
@@ -35,6 +36,7 @@ USES_LAKE = {"demo", "run", "ingest", "recommend", "waste", "report", "query", "
 def prepare(args: argparse.Namespace) -> None:
     """Resolve the data home once (explicit from here on) and check every input before work starts."""
     if "home" in args:
+        args.home_given = args.home  # printed hints repeat it as the user typed it
         home = DataHome.resolve(args.home)
         check_home(home)
         args.home = str(home.root)
@@ -69,10 +71,10 @@ def main(argv: list[str] | None = None) -> int:
         prepare(args)
         return int(args.func(args) or 0)
     except UsageError as exc:
-        print(f"fleet {args.command}: {exc}", file=sys.stderr)
+        print(f"fleet {args.command}: {runnable(str(exc), args)}", file=sys.stderr)
         return 2
     except Unavailable as exc:
-        print(f"fleet {args.command}: {exc}", file=sys.stderr)
+        print(f"fleet {args.command}: {runnable(str(exc), args)}", file=sys.stderr)
         return getattr(exc, "exit_code", 1)
     except OSError as exc:
         full = _disk_full(exc, args)

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from pipelines.lib.paths import PROJECT_ROOT, DataHome
+from pipelines.lib.preflight import UsageError
 
 
 def cmd_query(args: argparse.Namespace) -> int:
@@ -70,12 +71,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     out = Path(args.out).resolve() if args.out else home.reports
     every = days_with_runs(home)
     if not every:
-        print(
-            f"fleet report: no runs in {home.lake_uri}; "
-            "run `fleet demo`, or `fleet run` after delivering data",
-            file=sys.stderr,
+        raise UsageError(
+            f"no runs in {home.lake_uri}; run `fleet demo`, or `fleet run` after delivering data"
         )
-        return 2
     if not days_with_runs(home, args.date_from, args.date_to):
         print(
             f"fleet report: no runs from {args.date_from or 'the first day'} to {args.date_to or 'the last'} "

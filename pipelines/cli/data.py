@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+from pipelines.cli.hints import command
 from pipelines.lib.paths import DataHome
 from pipelines.lib.preflight import STAGED_NOTHING_KEPT, UsageError, disk_full
 from pipelines.lib.settings import Settings
@@ -163,11 +164,7 @@ def cmd_run(args: argparse.Namespace, days: list[str] | None = None) -> int:
             if empty:
                 print(f"note: no landing files for {len(empty)} day(s) ({', '.join(empty)}); they stay empty")
     if not days:
-        print(
-            f"fleet: no landing days under {home.landing}; run `fleet synth` or deliver files first",
-            file=sys.stderr,
-        )
-        return 2
+        raise UsageError(f"no landing days under {home.landing}; run `fleet synth` or deliver files first")
     print(f"materialising {len(days)} day(s) into {home.root}", flush=True)
     result = run_pipeline(
         home,
@@ -187,7 +184,7 @@ def cmd_run(args: argparse.Namespace, days: list[str] | None = None) -> int:
     if result.unchanged:
         print(
             f"skipped {len(result.unchanged)} unchanged day(s): {', '.join(result.unchanged)} "
-            "(`fleet run --force` redoes them)"
+            f"({command(args, 'run', '--force')} redoes them)"
         )
     for day, failed in result.failed_checks.items():
         for check in failed:
@@ -257,7 +254,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             )
     except OSError as exc:
         return _cannot_ingest(exc, home)
-    return _ingest_and_summarise(home, days)
+    return _ingest_and_summarise(args, home, days)
 
 
 def _cannot_ingest(exc: OSError, home: DataHome) -> int:
@@ -267,7 +264,7 @@ def _cannot_ingest(exc: OSError, home: DataHome) -> int:
     return 1
 
 
-def _ingest_and_summarise(home: DataHome, days: list[str]) -> int:
+def _ingest_and_summarise(args: argparse.Namespace, home: DataHome, days: list[str]) -> int:
     """Ingest ``days``, printing progress, then the summary; a failure of the machine is one line, exit 1."""
     from pipelines.lib.delivery import ingest_days
 
@@ -279,10 +276,10 @@ def _ingest_and_summarise(home: DataHome, days: list[str]) -> int:
         s = ingest_days(home, days, progress=lambda m: print(m, flush=True), limits=limits)
     except OSError as exc:
         return _cannot_ingest(exc, home)
-    return _print_summary(s, home)
+    return _print_summary(args, s, home)
 
 
-def _print_summary(s, home: DataHome) -> int:
+def _print_summary(args: argparse.Namespace, s, home: DataHome) -> int:
     print(
         f"ingested {len(s.days)} day(s): {s.files} files, {s.rows_in:,} rows in, "
         f"{s.rows_accepted:,} accepted, {s.rows_quarantined:,} quarantined"
@@ -290,7 +287,9 @@ def _print_summary(s, home: DataHome) -> int:
     for status, n in s.files_by_status.items():
         print(f"  files {status}: {n}")
     for reason, n in s.entries_by_reason.items():
-        print(f"  quarantine entries {reason}: {n}")
+        print(f"  quarantine entries {reason}: {n:,}, e.g. {s.examples[reason]}")
+    for line in s.fix_first:
+        print(f"  FIX {line}")
     if s.blocked:
         print(f"  NOT promoted (a blocking check failed): {', '.join(s.blocked)}")
     for problem in s.volume_problems:
@@ -300,10 +299,10 @@ def _print_summary(s, home: DataHome) -> int:
     for note in s.notes:
         print(f"  NOTE (Prometheus) {note}")
     print(
-        f"catalog: {home.catalog_path}  "
-        "(tables quarantine and ingest_ledger; `fleet query quarantine_by_reason` sums them up)"
+        f"catalog: {home.catalog_path}  (tables quarantine and ingest_ledger; "
+        f"{command(args, 'query', 'quarantine_by_reason')} sums them up)"
     )
-    print("next: `fleet run` computes the analyses for these days")
+    print(f"next: {command(args, 'run')} computes the analyses for these days")
     return 0
 
 
@@ -346,7 +345,7 @@ def _ingest_prometheus(args: argparse.Namespace, home: DataHome, path: Path | No
             "--source prometheus needs --url URL --from D [--to D] (pull from a server), or PATH (exports in "
             "the landing layout <source>/<YYYY-MM-DD>/<file>.om|.prom|.prom.json)"
         )
-    return _ingest_and_summarise(home, days)
+    return _ingest_and_summarise(args, home, days)
 
 
 def _pull(url: str, home: DataHome, days: list[str], page_minutes: int) -> None:
@@ -390,9 +389,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     code = cmd_run(args, days)
     print(
         f"demo finished in {time.perf_counter() - start:.1f} s; data home {home.root}\n"
-        f"next: `fleet ui --home {home.root}` (Dagster UI), "
-        f"`fleet query --home {home.root}` (canned queries), "
-        f"`fleet sql --home {home.root}` (SQL over the catalog)"
+        f"next: {command(args, 'ui')} (Dagster UI), {command(args, 'query')} (canned queries), "
+        f"{command(args, 'sql')} (SQL over the catalog)"
     )
     return code
 
@@ -418,9 +416,9 @@ def _demo_prometheus(args: argparse.Namespace) -> int:
     print(f"backfilling them into a Prometheus TSDB ({tsdb}) with promtool", flush=True)
     server.backfill(sorted(exports.rglob("*.om")), tsdb)
     with server.serving(tsdb, home.root / "prometheus") as url:
+        pull = command(args, "ingest", "--source prometheus", f"--url {url} --from {days[0]} --to {days[-1]}")
         print(
-            f"Prometheus serves them at {url}; pulling raw samples as `fleet ingest --source prometheus "
-            f"--url {url} --from {days[0]} --to {days[-1]}` would",
+            f"Prometheus serves them at {url}; pulling raw samples as {pull} would",
             flush=True,
         )
         _pull(url, home, days, 120)
@@ -429,6 +427,6 @@ def _demo_prometheus(args: argparse.Namespace) -> int:
         f"demo (Prometheus) finished in {time.perf_counter() - start:.1f} s; data home {home.root}\n"
         "the pulled scrapes are in landing/prometheus/<day>/ and the lake's metric_samples; runs and samples "
         "were derived from them with the mapping in catalog/prometheus.yaml\n"
-        f"next: `fleet query quarantine_by_reason --home {home.root}`, `fleet ui --home {home.root}`"
+        f"next: {command(args, 'query', 'quarantine_by_reason')}, {command(args, 'ui')}"
     )
     return code

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from pipelines.cli.hints import runnable
 from pipelines.lib.paths import DataHome
 
 
@@ -93,7 +94,7 @@ def _fit_to_lake(args: argparse.Namespace) -> int:
         )
         for p, e in record["held_out_by_platform"].items():
             print(f"  {p:<{max(map(len, record['held_out_by_platform']))}}  {e:.2f}x")
-    print(f"stored in {fit_path(home)}: `fleet whatif` and `fleet recommend` answer with it and say so")
+    print(runnable(f"stored in {fit_path(home)}: `fleet whatif` and `fleet recommend` answer with it", args))
     return 0
 
 
@@ -183,7 +184,7 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     """The workload model's answer for one configuration, or a sweep of one field over platforms."""
     from pipelines.lib import lake
     from pipelines.lib.fit import load_fit
-    from pipelines.lib.workload import INPUT_ERRORS, build
+    from pipelines.lib.workload import INPUT_ERRORS, assumed_line, build
     from synthetic_fleet.catalog import load_hardware, load_models
     from synthetic_fleet.whatif import ask, coerce, parse_setting, pick_platforms, utilisation_table
 
@@ -211,6 +212,8 @@ def cmd_whatif(args: argparse.Namespace) -> int:
         print(json.dumps(rows, indent=2, default=str))
         return 0
     name = workload.get("model_name") or "(custom)"
+    if line := assumed_line(workload):
+        print(line)
     if sweep or len(rows) > 1:
         title = f"{name}: " + (f"sweep of {sweep[0]}, " if sweep else "")
         where = f"placement {args.placement}" if args.placement else "every placement"

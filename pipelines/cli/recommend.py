@@ -5,9 +5,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
+import textwrap
 
+import polars as pl
+
+from pipelines.cli.hints import runnable
 from pipelines.lib.paths import DataHome
+from pipelines.lib.render import plain_table
+
+WIDTH = 110  # characters per printed line
+NUMBER_AND_WORD = re.compile(r"(\d[\d,.]*x?) (?=\S)")
 
 
 def cmd_recommend(args: argparse.Namespace) -> int:
@@ -17,9 +26,9 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     from pipelines.cli.model import warn_invalid
     from pipelines.lib import lake
     from pipelines.lib.fit import load_fit
-    from pipelines.lib.recommend import Fleet, fit_correction, recommend
-    from pipelines.lib.recommend_fleet import observed
-    from pipelines.lib.workload import INPUT_ERRORS, build
+    from pipelines.lib.recommend import recommend
+    from pipelines.lib.recommend_fleet import cached_correction, observed
+    from pipelines.lib.workload import INPUT_ERRORS, assumed_line, build
     from synthetic_fleet.catalog import load_hardware, load_models
     from synthetic_fleet.whatif import pick_platforms
 
@@ -28,18 +37,22 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     try:
         hw = load_hardware(home.user_catalog_dir / "hardware.yaml", lenient=True)
         models = load_models(home.user_catalog_dir / "models.yaml", lenient=True)
-        all_runs = lake.read_table(home, "runs")
         kw = {"model": args.model, "config": args.config, "run": args.run, "settings": settings}
-        workload = build(home.user_catalog_dir, all_runs, **kw)
+        workload = build(home.user_catalog_dir, lake.read_table(home, "runs"), **kw)
         platforms = pick_platforms(hw, args.platforms) if args.platforms else None
         fit = load_fit(home)
-        fleet = Fleet.from_runs(all_runs, hw)
         warn_invalid("recommend", hw, models, {*(platforms or []), args.model or ""})
-        print(f"fitting the fleet correction on {fleet.runs.height:,} runs ...", file=sys.stderr, flush=True)
+        print("the fleet correction ...", file=sys.stderr, flush=True)
+        fleet, correction, coef, reused = cached_correction(home, hw)
+        print(
+            f"  {'read back (cached' if reused else 'fitted (now cached'} until the runs, the hardware "
+            f"catalog or the model fit change): {fleet.runs.height:,} runs",
+            file=sys.stderr,
+            flush=True,
+        )
+        print("ranking every platform x placement ...", file=sys.stderr, flush=True)
         with threadpool_limits(limits=len(os.sched_getaffinity(0))):  # sklearn's threads: one per core
-            correction = fit_correction(fleet, hw, fit.coef)
-            print("ranking every platform x placement ...", file=sys.stderr, flush=True)
-            ranked = recommend(workload, hw, fleet, correction, args.objective, platforms, fit.coef)
+            ranked = recommend(workload, hw, fleet, correction, args.objective, platforms, coef)
             res = observed(ranked, fleet, workload)
     except (*INPUT_ERRORS, ValueError) as exc:
         print(f"fleet recommend: {exc}", file=sys.stderr)
@@ -54,29 +67,85 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     goal = "throughput" if args.objective == "throughput" else "throughput per watt"
     where = f" among {', '.join(platforms)}" if platforms else " across the catalog"
     print(f"{workload.get('model_name')}: best {goal}{where}")
+    if line := assumed_line(workload):
+        _say(line, indent=2)
     if best.height:
         b = best.row(0, named=True)
-        print(f"  -> {b['platform']} / {b['placement']}")
-        print(f"     {b['explanation']}")
+        _say(b["explanation"], first="  -> ")
         if b["count_flags"]:
-            print(f"     ({b['count_flags']})")
+            _say(f"({b['count_flags']})")
         if b["observed_median_eps"] is not None:
-            print(
-                f"     the fleet ran this {b['n_observed_runs']} times: "
+            _say(
+                f"the fleet ran this {b['n_observed_runs']} times: "
                 f"median {b['observed_median_eps']:,.0f} examples/s"
             )
         elif b["observed_note"]:
-            print(f"     no observed median: {b['observed_note']}")
+            _say(f"no observed median: {b['observed_note']}")
         for line in assumed_lines(b):
-            print(f"     {line}")
+            _say(line)
     else:
         print("  -> nothing in the catalog fits these tables")
-    print("  other options:")
-    for r in res.filter(~res["recommended"]).iter_rows(named=True):  # a handful of options
-        print(f"     {r['rank']}. {r['explanation']}")
-    print(f"  basis: {correction.note}")
-    print(f"  model: {fit.note}")
+    others = _others(res, args.objective)
+    if others.height:
+        print("  other options (servers: trainers/sparse PS/dense PS/readers; --json explains each):")
+        header, _, *rows, _ = plain_table(others).splitlines()  # without the rule and the row count
+        for line in (header, *rows):
+            print(f"     {line}")
+    _say(f"basis: {correction.note}", indent=2)
+    outside = res["observed_note"].drop_nulls()
+    if correction.cv_band_coverage is not None and outside.len():
+        _say(
+            "the band's coverage was measured on the workloads the fleet ran; this one lies outside them "
+            f"({outside[0]}), so the band is a model estimate here, not a measured one",
+            indent=2,
+        )
+    _say(runnable(f"model: {fit.note}", args), indent=2)
     return 0
+
+
+def _others(res: pl.DataFrame, objective: str) -> pl.DataFrame:
+    """The options not recommended, one line each: the figures of their explanation, and what limits them
+    (a bottleneck, docs: "Hardware-fit recommendations") or why they do not fit."""
+    from synthetic_fleet.alternatives import thousands
+
+    score = pl.col("p50_throughput_eps" if objective == "throughput" else "eps_per_w")
+    best = score.filter(pl.col("recommended")).first()
+    servers = pl.concat_str(
+        [pl.col(c).cast(pl.String) for c in ("n_trainers", "n_sparse_ps", "n_dense_ps", "n_readers")],
+        separator="/",
+    )
+    return (
+        res.with_columns(_best=best)
+        .filter(~pl.col("recommended"))
+        .select(
+            pl.col("rank").alias("#"),
+            (pl.col("platform") + "/" + pl.col("placement")).alias("option"),
+            pl.col("p50_throughput_eps").round(0).cast(pl.Int64).alias("ex/s"),
+            pl.format(
+                "{}-{}", thousands(pl.col("p10_throughput_eps")), thousands(pl.col("p90_throughput_eps"))
+            )
+            .fill_null("-")
+            .alias("P10-P90"),
+            pl.col("eps_per_w").round(1).alias("ex/s/W"),
+            pl.format("{}%", (score / pl.col("_best") * 100).round(0).cast(pl.Int64))
+            .fill_null("-")
+            .alias("of best"),
+            pl.when(pl.col("fits")).then(servers).otherwise(pl.lit("-")).alias("servers"),
+            pl.when(pl.col("fits"))
+            .then(pl.col("bottleneck"))
+            .otherwise(pl.format("does not fit: {} GB short", pl.col("shortfall_gb").round(1)))
+            .alias("limited by"),
+        )
+    )
+
+
+def _say(text: str, indent: int = 5, first: str | None = None) -> None:
+    """``text`` wrapped to the terminal's usual width, continued lines indented under it; a number stays
+    on the line of the word after it ("8 trainers", "72,803 ex/s")."""
+    kept = NUMBER_AND_WORD.sub("\\1\xa0", text)
+    lead = " " * indent if first is None else first
+    wrapped = textwrap.fill(kept, WIDTH, initial_indent=lead, subsequent_indent=" " * (indent + 2))
+    print(wrapped.replace("\xa0", " "))
 
 
 def assumed_lines(option: dict) -> list[str]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 import polars as pl
 
@@ -23,9 +22,10 @@ def _text(view: dict) -> str:
     lines = [
         f"Where the fleet wastes machines: {t['first_day']} .. {t['last_day']} ({t['days']} days, "
         f"{t['runs']:,} runs; target p95 <= {targets})",
-        f"  servers held {t['n_servers']:,} (right-sized {t['servers_judged']:,}); right-sized count "
-        f"{t['right_sized_servers']:,}; recoverable {t['servers_recoverable']:,} ({share:.0%})",
-        f"  provisioned power recoverable {t['provisioned_kw_recoverable'] or 0:,.1f} kW",
+        f"  servers held {t['n_servers']:,}, of them {t['servers_judged']:,} in roles that could be judged; "
+        f"these need {t['right_sized_servers']:,}: recoverable {t['servers_recoverable']:,} ({share:.0%})",
+        f"  provisioned power of those servers {t['provisioned_kw_recoverable'] or 0:,.1f} kW, "
+        "summed over runs (not drawn at one time)",
         f"  servers by sizing basis: {basis}",
         f"  stragglers: {t['stragglers']:,} servers in {t['runs_with_stragglers']:,} runs; "
         f"hot shards: {t['hot_shards']:,} servers in {t['runs_with_hot_shards']:,} runs",
@@ -62,19 +62,14 @@ def cmd_waste(args: argparse.Namespace) -> int:
         )
     home = DataHome.resolve(args.home)
     if not waste.lake_days(home, "run_efficiency"):
-        print(
-            f"fleet waste: no right-sizing in {home.lake_uri}; "
-            "run `fleet demo`, or `fleet run` after delivering data",
-            file=sys.stderr,
+        raise UsageError(
+            f"no right-sizing in {home.lake_uri}; run `fleet demo`, or `fleet run` after delivering data"
         )
-        return 2
     view = waste.answer(home, args.date_from, args.date_to, args.target, args.top)
     if view is None:
-        print(
-            f"fleet waste: no right-sized runs between {args.date_from or 'the first day'} and "
-            f"{args.date_to or 'the last day'}; `fleet query catalog_totals` shows what the lake holds",
-            file=sys.stderr,
+        raise UsageError(
+            f"no right-sized runs between {args.date_from or 'the first day'} and "
+            f"{args.date_to or 'the last day'}; `fleet query catalog_totals` shows what the lake holds"
         )
-        return 2
     print(_json(view) if args.json else _text(view))
     return 0

@@ -13,9 +13,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pickle
 import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -72,6 +74,22 @@ def cached_frames(
 ) -> dict[str, pl.DataFrame]:
     """The frames ``compute`` returns, computed once per ``version`` and read back after that."""
     return _frames(home.root / "cache" / name, version, compute)
+
+
+def cached_object(home: DataHome, name: str, version: str, compute: Callable[[], Any]) -> tuple[Any, bool]:
+    """What ``compute`` returns, computed once per ``version`` and read back after that: (value, reused).
+    Pickled, so ``version`` must name the library versions the value's classes come from; the file is the
+    data home's own, read by no one else."""
+    folder = home.root / "cache" / name / version
+    done = folder / COMPLETE
+    if done.exists():
+        with open(folder / "value.pickle", "rb") as fh:
+            return pickle.load(fh), True
+    value = compute()
+    shutil.rmtree(folder.parent, ignore_errors=True)
+    fileio.write_bytes(folder / "value.pickle", pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+    fileio.write_text(done, json.dumps({"name": name}))
+    return value, False
 
 
 def package_frames(

@@ -30,6 +30,8 @@ class IngestSummary:
     not_read: str | None = None  # the warning naming landing entries no day reads (misplaced, hidden)
     volume_problems: list[str] = field(default_factory=list)  # "<day>: <source>: what did not arrive"
     notes: list[str] = field(default_factory=list)  # "<day>: what the Prometheus derivation left out"
+    fix_first: list[str] = field(default_factory=list)  # unknown columns, fields missing from every row
+    examples: dict[str, str] = field(default_factory=dict)  # reason -> its first entry, where and why
 
 
 def deliver_tree(src: Path, home: DataHome) -> list[str]:
@@ -81,7 +83,7 @@ def ingest_days(
     ``progress`` hears of each day as it is done."""
     import polars as pl
 
-    from pipelines.lib.ingest import ingest_partition
+    from pipelines.lib.ingest import advice, ingest_partition
     from pipelines.lib.ingest.dedupe import dependent_days, dependent_note
     from pipelines.lib.volume import failing
     from pipelines.lib.warehouse import publish_catalog
@@ -118,5 +120,7 @@ def ingest_days(
     summary.files_by_status = dict(ledger.group_by("file_status").len().sort("file_status").iter_rows())
     by_reason = quarantine.group_by("reason_code").agg(pl.len().alias("entries"))
     summary.entries_by_reason = dict(by_reason.sort("entries", descending=True).iter_rows())
+    summary.fix_first = advice.unknown_columns(ledger) + advice.missing_everywhere(ledger, quarantine)
+    summary.examples = advice.examples(quarantine)
     summary.not_read = not_read_warning(home)
     return summary

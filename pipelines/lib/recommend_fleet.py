@@ -121,16 +121,44 @@ def fleet_recommendations(
     return pl.concat(parts, how="diagonal_relaxed", rechunk=False) if parts else pl.DataFrame()
 
 
-def fleet_recommendations_cached(home, hw: HardwareCatalog) -> tuple[pl.DataFrame, dict, bool]:
-    """``fleet_recommendations`` for the data home's fleet with the data home's model fit (if any),
-    refitted only when what it learns from changed (the lake's runs, the user's catalogs, the model fit, the
-    code): (recommendations, the correction's figures, reused). The fit's threads are capped to the cores
-    this process may use."""
+def cached_correction(home, hw: HardwareCatalog) -> tuple[Fleet, Correction, Coefficients, bool]:
+    """The data home's fleet, its fleet correction and the model fit it was fitted with: fitted once per
+    change of the lake's runs, the hardware catalog, the model fit, the code or the libraries, and read
+    back after that by the night and by every `fleet recommend` (fleet, correction, coefficients, reused).
+    The fit's threads are capped to the cores this process may use."""
+    import numpy
+    import sklearn
     from threadpoolctl import threadpool_limits
 
     from pipelines.lib import cache, lake
-    from pipelines.lib.contracts import contract
     from pipelines.lib.fit import fit_path, load_fit
+
+    coef = load_fit(home).coef
+    fleet = Fleet.from_runs(lake.read_table(home, "runs"), hw)
+    version = cache.key(
+        cache.lake_version(home, ["runs"]),
+        cache.files_version([home.user_catalog_dir / "hardware.yaml", fit_path(home)]),
+        cache.code_version("synthetic_fleet", "pipelines/lib", "schemas"),
+        f"sklearn {sklearn.__version__} numpy {numpy.__version__}",
+    )
+
+    def compute() -> Correction:
+        with threadpool_limits(limits=len(os.sched_getaffinity(0))):
+            return fit_correction(fleet, hw, coef)
+
+    correction, reused = cache.cached_object(home, "fleet_correction", version, compute)
+    return fleet, correction, coef, reused
+
+
+def fleet_recommendations_cached(home, hw: HardwareCatalog) -> tuple[pl.DataFrame, dict, bool]:
+    """``fleet_recommendations`` for the data home's fleet with the data home's model fit (if any),
+    recomputed only when what it reads changed (the lake's runs, the user's catalogs, the model fit, the
+    code): (recommendations, the correction's figures, reused)."""
+    from threadpoolctl import threadpool_limits
+
+    from pipelines.lib import cache
+    from pipelines.lib.contracts import contract
+    from pipelines.lib.fit import fit_path
     from synthetic_fleet.catalog import load_models
 
     models_path = home.user_catalog_dir / "models.yaml"
@@ -143,10 +171,8 @@ def fleet_recommendations_cached(home, hw: HardwareCatalog) -> tuple[pl.DataFram
 
     def compute() -> dict[str, pl.DataFrame]:
         computed.append(True)
-        with threadpool_limits(limits=len(os.sched_getaffinity(0))):
-            coef = load_fit(home).coef
-            fleet = Fleet.from_runs(lake.read_table(home, "runs"), hw)
-            correction = fit_correction(fleet, hw, coef)
+        fleet, correction, coef, _ = cached_correction(home, hw)
+        with threadpool_limits(limits=len(os.sched_getaffinity(0))):  # the correction's predictions
             recs = fleet_recommendations(fleet, hw, load_models(models_path, lenient=True), correction, coef)
         c = contract("recommendations")
         figures = {

@@ -7,6 +7,7 @@ from typing import Any
 
 import polars as pl
 
+from synthetic_fleet.alternatives import thousands
 from synthetic_fleet.bottlenecks import BOTTLENECKS
 
 GROUP = "_w"  # which of the workloads a row of a batch answers
@@ -93,20 +94,25 @@ def explain(score: str, workloads: list[dict[str, Any]]) -> pl.Expr:
         )
         .otherwise(pl.lit("coefficient spread, coverage not measured"))
     )
+    gain = pl.col("counterfactual_gain").round(2)
+    relief = (
+        pl.when(gain > 1.0)  # a change that would not speed it up (1.0x) is no advice
+        .then(pl.format("; {} would give {}x", cf_text, gain))
+        .otherwise(pl.lit(""))
+    )
     fits_text = pl.format(
-        "{}/{}: {} ex/s (P10-P90 {}-{}, {}), {} ex/s/W; limited by {}; {} would give {}x; {}, {}, {}, {}",
+        "{}/{}: {} ex/s (P10-P90 {}-{}, {}), {} ex/s/W; limited by {}{}; {}, {}, {}, {}",
         "platform",
         "placement",
-        pl.col("p50_throughput_eps").round(0).cast(pl.Int64),
-        pl.col("p10_throughput_eps").round(0).cast(pl.Int64),
-        pl.col("p90_throughput_eps").round(0).cast(pl.Int64),
+        thousands(pl.col("p50_throughput_eps")),
+        thousands(pl.col("p10_throughput_eps")),
+        thousands(pl.col("p90_throughput_eps")),
         coverage,
         pl.col("eps_per_w").round(1),
         pl.col("bottleneck").replace_strict(
             {k: b.explanation for k, b in BOTTLENECKS.items()}, default=pl.col("bottleneck")
         ),
-        cf_text,
-        pl.col("counterfactual_gain").round(2),
+        relief,
         *(_count(c, noun) for c, noun in SERVER_NOUNS),
     )
     drawn = (
@@ -115,8 +121,8 @@ def explain(score: str, workloads: list[dict[str, Any]]) -> pl.Expr:
             pl.format(
                 "; drawn {} W exceeds provisioned {} W: its {} readers draw power but are not provisioned "
                 "(a shared input tier, as the paper counts power)",
-                pl.col("power_w").round(0).cast(pl.Int64),
-                pl.col("provisioned_w").round(0).cast(pl.Int64),
+                thousands(pl.col("power_w")),
+                thousands(pl.col("provisioned_w")),
                 "n_readers",
             )
         )

@@ -23,6 +23,7 @@ from synthetic_fleet.catalog import CatalogError, load_models
 from synthetic_fleet.sizing import workload_of_model
 from synthetic_fleet.whatif import (
     WhatIfError,
+    apply_settings,
     coerce,
     parse_setting,
     pick_model,
@@ -31,17 +32,6 @@ from synthetic_fleet.whatif import (
 )
 
 BATCH_KEYS = ("batch_cpu", "batch_gpu", "batch_size")
-# Fields a workload file may leave out, and what they become.
-OPTIONAL = {
-    "n_tables": "one table per sparse feature",
-    "lookup_power_law_alpha": f"{defaults.LOOKUP_POWER_LAW_ALPHA}",
-    "precision": "the platform's stack (synthetic_fleet/stack.py)",
-    "optimizer": "the platform's stack (synthetic_fleet/stack.py)",
-    "kernels": "the platform's stack (synthetic_fleet/stack.py)",
-    "dcn_layers": f"{defaults.DCN_LAYERS}",
-    "dcn_rank": f"{defaults.DCN_RANK}",
-    "model_name": "the file's name",
-}
 # The defaults of the model-only fields a workload file or an observed run may leave out (its software
 # stack is left unset: the platform it runs on decides it, and every answer names it).
 MODEL_DEFAULTS = {
@@ -67,16 +57,14 @@ def from_config(path: Path) -> dict[str, Any]:
     if unknown:
         shown = ", ".join("~ (nothing)" if k is None else repr(k) for k in unknown)
         raise WhatIfError(f"{path}: unknown field(s) [{shown}]; valid: {', '.join(sorted(allowed))}")
-    missing = [f for f in fields.workload_keys() if f not in data and f not in OPTIONAL]
-    if missing:
-        raise WhatIfError(f"{path}: missing field(s) {missing}")
     try:
-        out = {
+        given = {
             k: str(v) if k == "model_name" else coerce("batch_size" if k in BATCH_KEYS else k, v)
             for k, v in data.items()
         }
     except WhatIfError as exc:
         raise WhatIfError(f"{path}: {exc}") from None
+    out = _with_starting_shape(given)
     out.setdefault("n_tables", out["n_sparse_features"])
     out.setdefault("lookup_power_law_alpha", defaults.LOOKUP_POWER_LAW_ALPHA)
     for k, v in MODEL_DEFAULTS.items():
@@ -86,7 +74,40 @@ def from_config(path: Path) -> dict[str, Any]:
     if batch:
         out.setdefault("batch_cpu", batch)
         out.setdefault("batch_gpu", batch)
+    out["assumed"] = assumed(given, out)
     return out
+
+
+def _with_starting_shape(given: dict[str, Any]) -> dict[str, Any]:
+    """``given`` with the shape fields it leaves out from defaults.STARTING_SHAPE, the given ones applied
+    to it as a what-if applies them (table count and bytes follow the sparse features)."""
+    shape = {k: v for k, v in given.items() if k in defaults.STARTING_SHAPE}
+    if len(shape) == len(defaults.STARTING_SHAPE):
+        return dict(given)
+    return {**apply_settings(dict(defaults.STARTING_SHAPE), shape), **given}
+
+
+def assumed(given: dict[str, Any], workload: dict[str, Any]) -> dict[str, str]:
+    """Each workload field the file did not give, and what it became (the stack: by platform, later)."""
+    out = {
+        k: str(workload[k]) for k in (*defaults.STARTING_SHAPE, "lookup_power_law_alpha") if k not in given
+    }
+    if not given.keys() & {"batch_size", "batch_cpu"}:
+        out["batch_cpu"] = f"{defaults.BATCH_CPU} per CPU trainer"
+    if not given.keys() & {"batch_size", "batch_gpu"}:
+        out["batch_gpu"] = f"{defaults.BATCH_PER_GPU} per GPU (a GPU platform's default)"
+    return out
+
+
+def assumed_line(workload: dict[str, Any]) -> str | None:
+    """The fields a workload file left out and what they were taken as, in one line (None: none)."""
+    taken = workload.get("assumed")
+    if not taken:
+        return None
+    return (
+        "not in the workload file, so taken as (shape: the MLPerf DLRM reference with the file's fields "
+        "applied, synthetic_fleet/defaults.py): " + ", ".join(f"{k}={v}" for k, v in taken.items())
+    )
 
 
 def from_run(runs: pl.DataFrame, run_id: str) -> dict[str, Any]:

@@ -1,10 +1,18 @@
 """The `fleet` command and the Dagster CLI, as a user runs them."""
 
+import os
 import re
+import shlex
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
 
 import duckdb
 import pytest
 
+from pipelines.lib.paths import PROJECT_ROOT
 from tests.support.cli import BIN, run
 
 pytestmark = pytest.mark.usefixtures("fleet_cli")  # every test crosses the process boundary
@@ -20,7 +28,7 @@ def test_fleet_demo_end_to_end(demo_home):
     assert "[2/2]" in out  # progress per day
     ran = re.findall(r"\[(\d)/2\] (\d{4}-\d\d-\d\d): raw", out)  # two days at once (workers), told in order
     assert [n for n, _ in ran] == ["1", "2"] and [d for _, d in ran] == sorted(d for _, d in ran)
-    assert f"`fleet sql --home {home}`" in out  # the SQL shell that opens this catalog
+    assert f"fleet sql --home {home}`" in out  # the SQL shell that opens this catalog
     con = duckdb.connect(str(home / "warehouse" / "fleet.duckdb"), read_only=True)
     try:
         assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 30
@@ -30,6 +38,59 @@ def test_fleet_demo_end_to_end(demo_home):
     # The demo's runs are recorded in the data home's Dagster instance (what `fleet ui` opens).
     assert (home / "dagster_home" / "dagster.yaml").exists()
     assert (home / "dagster_home" / "history").is_dir()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _shell(command: str, **kw) -> subprocess.Popen:
+    """``command`` as a user pastes it into a shell in the repository root."""
+    env = {**os.environ, "DAGSTER_HOME": "", "DAGSTER_DISABLE_TELEMETRY": "1"}
+    return subprocess.Popen(["bash", "-c", f"exec {command}"], cwd=PROJECT_ROOT, env=env, text=True, **kw)
+
+
+def _serves(command: str) -> None:
+    """`fleet ui` as printed (on a free port: 3000 may be taken here) answers, and stops on SIGTERM."""
+    port = _free_port()
+    proc = _shell(
+        f"{command} --host 127.0.0.1 --port {port}", stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                pass
+            assert proc.poll() is None, proc.stdout.read()[-3000:]
+            assert time.monotonic() < deadline, "the printed `fleet ui` did not answer within 120 s"
+            time.sleep(0.5)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+
+
+def test_the_demos_next_commands_run_as_printed(demo_home):
+    """Pasted from the demo's last line into a shell in the repository root, each runs: the `fleet` the
+    demo ran as (.venv/bin/fleet when not on PATH), with the data home the demo was given."""
+    home, p = demo_home
+    line = next(x for x in p.stdout.splitlines() if x.startswith("next: "))
+    commands = re.findall(r"`([^`]+)`", line)
+    assert [shlex.split(c)[1] for c in commands] == ["ui", "query", "sql"]
+    for c in commands:
+        assert f"--home {home.root}" in c
+        if " ui " in c:
+            _serves(c)
+            continue
+        proc = _shell(c, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        out, err = proc.communicate("SELECT count(*) AS runs FROM runs;", timeout=120)
+        assert proc.returncode == 0, (c, err)
+        assert "30" in out if " sql " in c else "quarantine_by_reason" in out
 
 
 def test_fleet_run_without_landing_data_says_what_to_do(tmp_path):

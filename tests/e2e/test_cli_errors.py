@@ -76,7 +76,7 @@ def test_query_while_a_writer_holds_the_catalog_names_the_holder(capsys, home):
     try:
         assert holder.stdout.readline().strip() == "held"
         err = user_error(capsys, ["query", "files_not_reconciling", "--home", str(home.root)])
-        assert f"open for writing in process {holder.pid}" in err and "read-only: `fleet sql`" in err
+        assert f"open for writing in process {holder.pid}" in err and "read-only: `fleet sql --home " in err
     finally:
         holder.kill()
         holder.wait()

@@ -2,12 +2,13 @@
 `fleet run`: the terminal answer, JSON, a day range, another target, and the mistakes it names."""
 
 import json
+import re
 
 import polars as pl
 import pytest
 
 from pipelines.lib import lake
-from pipelines.lib.paths import DataHome
+from pipelines.lib.paths import PROJECT_ROOT, DataHome
 from tests.support.cli import BIN, run
 
 pytestmark = pytest.mark.usefixtures("fleet_cli")  # every test crosses the process boundary
@@ -86,3 +87,34 @@ def test_mistakes_are_named_with_exit_2(home, tmp_path):
     )
     empty = run([str(BIN / "fleet"), "waste", "--home", str(tmp_path / "empty")])
     assert empty.returncode == 2 and "no right-sizing in" in empty.stderr and "fleet run" in empty.stderr
+
+
+def test_the_readmes_example_is_what_this_fleet_prints(home):
+    """The README's figures come from this run, not typed by hand: its header lines are the output's, and
+    each top run it shows has the output's figures."""
+    readme = (PROJECT_ROOT / "README.md").read_text()
+    block = readme.split("$ fleet waste --top 2\n", 1)[1].split("```", 1)[0].splitlines()
+    p = _waste(home, "--top", "2")
+    assert p.returncode == 0, p.stderr
+    out = p.stdout.splitlines()
+    head = block[: block.index("...")]
+    assert head == out[: len(head)]
+    rows = [line for line in block if re.match(r"\d{8}-\d{5} ", line)]
+    assert len(rows) == 2
+    for line in rows:
+        got = next(o for o in out if o.startswith(line.split()[0]))
+        for part in re.split(r"\s{2,}", line):
+            assert part == "..." or part.removesuffix(" ...").rstrip(";") in got, (part, got)
+    # the paragraph under the example reads its figures from the same run's line
+    said = readme.split("Run 20261102-00011 (M2prod on the CPU cluster)", 1)[1].split("\n\n", 1)[0]
+    got = next(o for o in out if o.startswith("20261102-00011"))
+    claims = {
+        "held 76 sparse PS whose CPUs reached a p95 of 0.48: 40": "sparse_ps 76 -> 40 (cpu p95 0.48 ->",
+        "5 of its 25 readers": "reader 25 -> 5 ",
+        "frees 56\nservers and 25.2 kW": " 56 ",
+        "5 of its shards ran hot": "hot_shard x5,",
+        "4.12x the median shard's memory bandwidth for 320\nminutes": "mem_bw 4.12x for 320 min",
+    }
+    for claim, shown in claims.items():
+        assert claim in said and shown in got, (claim, shown)
+    assert "25.2" in got

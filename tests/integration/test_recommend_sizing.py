@@ -193,3 +193,8 @@ def test_13_texts_say_what_the_option_is_limited_by(hw, models, no_fleet):
     assert drawn.height and all(
         "readers draw power but are not provisioned" in e for e in drawn["explanation"]
     )
+    # advice that would not help (1.0x) is not given; figures have thousands separators
+    fits = res.filter(pl.col("fits"))
+    said = fits["counterfactual_gain"].round(2) > 1.0
+    assert (fits["explanation"].str.contains(" would give ") == said).all()
+    assert fits["explanation"].str.contains(r": \d{1,3}(,\d{3})+ ex/s \(P10-P90 ").all()

@@ -110,7 +110,7 @@ def test_an_answer_shows_its_range_over_every_kernel_mode_and_precision_the_hard
         "precision=fp32",
         "precision=tf32",
     ]
-    values = [float(part.split(" ")[1]) for part in dgx["stack_alternatives"].split("; ")]
+    values = [float(part.split(" ")[1].replace(",", "")) for part in dgx["stack_alternatives"].split("; ")]
     assert dgx["throughput_low_eps"] == pytest.approx(min(values + [dgx["throughput_eps"]]), rel=1e-6)
     assert dgx["throughput_high_eps"] == pytest.approx(max(values + [dgx["throughput_eps"]]), rel=1e-6)
     assert (

@@ -6,7 +6,7 @@ import dagster as dg
 from pipelines.defs.metadata import OWNERS, description, preview, spec_metadata
 from pipelines.defs.partitions import LANDING_DAYS
 from pipelines.defs.resources import FleetHome
-from pipelines.lib.ingest import LANDING_TABLES, METRICS, ingest_partition
+from pipelines.lib.ingest import LANDING_TABLES, METRICS, advice, ingest_partition
 from pipelines.lib.landing import not_read, not_read_warning
 from pipelines.lib.monitoring import partition_row_counts, row_count_anomaly
 from pipelines.lib.volume import failing
@@ -106,15 +106,21 @@ def raw_ingest(context: dg.AssetExecutionContext, fleet: FleetHome):
             f"runs and samples for {day} not promoted ({failed} failed); the last good partition stays"
         )
     counts = result.row_counts()
+    read = advice.per_table_counts(result.ingest_ledger)
     for table, where in outcome.written.items():
         meta = {
             "dagster/row_count": counts[table],
             "lake_table": dg.MetadataValue.url(where) if "://" in where else dg.MetadataValue.path(where),
+            **read.get(table, {}),
         }
         if table == "ingest_ledger":
             meta["ledger"] = preview(result.ingest_ledger.drop("blake3", "ingested_at"), rows=20)
             meta["landing_entries_not_read"] = dg.MetadataValue.json(
                 [e.relpath for e in not_read(home)[:100]]
+            )
+            meta["fix_first"] = dg.MetadataValue.json(
+                advice.unknown_columns(result.ingest_ledger)
+                + advice.missing_everywhere(result.ingest_ledger, result.quarantine)
             )
         if table == "utilisation_samples" and result.slices:
             meta["slices"] = dg.MetadataValue.json(result.slices)
