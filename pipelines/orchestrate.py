@@ -333,12 +333,7 @@ def _run_all(
             asset_selection=merged,
             partition_key=last,
             instance=instance,
-            # the partition is only the job's key: the tag says this run merged every landing day
-            tags={
-                **tags,
-                MERGE_INPUTS: merge_key,
-                MERGED: f"every landing day, not only {last}",
-            },
+            tags={**tags, MERGE_INPUTS: merge_key, MERGED: "every landing day"},  # not a run of `last`
             run_config=run_config(home, settings.ingest),
             run_id=run_id,
         )

@@ -153,18 +153,11 @@ QUIET_SUPERSESSION = "ignore:Function `dev_command` is superseded:FutureWarning"
 
 
 def _skip_welcome(dagster_home: str) -> None:
-    """Mark the instance's "Join the Dagster community" dialog as seen, so the UI opens on the graph."""
-    from dagster._core.nux import set_nux_seen
+    """Mark the instance's "Join the Dagster community" dialog as seen, so the UI opens on the graph: the
+    UI shows it until a file .nux/nux.yaml exists in the instance's folder."""
+    from pipelines.lib import fileio
 
-    previous = os.environ.get("DAGSTER_HOME")
-    os.environ["DAGSTER_HOME"] = dagster_home  # Dagster keeps the flag in $DAGSTER_HOME/.nux/
-    try:
-        set_nux_seen()
-    finally:
-        if previous is None:
-            del os.environ["DAGSTER_HOME"]
-        else:
-            os.environ["DAGSTER_HOME"] = previous
+    fileio.write_text(Path(dagster_home) / ".nux" / "nux.yaml", "seen: 1\n")
 
 
 class _Stop(Exception):

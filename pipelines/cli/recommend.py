@@ -70,27 +70,10 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     if line := assumed_line(workload):
         _say(line, indent=2)
     if best.height:
-        b = best.row(0, named=True)
-        _say(b["explanation"], first="  -> ")
-        if b["count_flags"]:
-            _say(f"({b['count_flags']})")
-        if b["observed_median_eps"] is not None:
-            _say(
-                f"the fleet ran this {b['n_observed_runs']} times: "
-                f"median {b['observed_median_eps']:,.0f} examples/s"
-            )
-        elif b["observed_note"]:
-            _say(f"no observed median: {b['observed_note']}")
-        for line in assumed_lines(b):
-            _say(line)
+        _print_best(best.row(0, named=True))
     else:
         print("  -> nothing in the catalog fits these tables")
-    others = _others(res, args.objective)
-    if others.height:
-        print("  other options (servers: trainers/sparse PS/dense PS/readers; --json explains each):")
-        header, _, *rows, _ = plain_table(others).splitlines()  # without the rule and the row count
-        for line in (header, *rows):
-            print(f"     {line}")
+    _print_others(_others(res, args.objective))
     _say(f"basis: {correction.note}", indent=2)
     outside = res["observed_note"].drop_nulls()
     if correction.cv_band_coverage is not None and outside.len():
@@ -101,6 +84,28 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         )
     _say(runnable(f"model: {fit.note}", args), indent=2)
     return 0
+
+
+def _print_best(b: dict) -> None:
+    """The recommended option: its explanation, flags, what the fleet observed, and what it assumed."""
+    _say(b["explanation"], first="  -> ")
+    if b["count_flags"]:
+        _say(f"({b['count_flags']})")
+    if b["observed_median_eps"] is not None:
+        ran, median = b["n_observed_runs"], b["observed_median_eps"]
+        _say(f"the fleet ran this {ran} times: median {median:,.0f} examples/s")
+    elif b["observed_note"]:
+        _say(f"no observed median: {b['observed_note']}")
+    for line in assumed_lines(b):
+        _say(line)
+
+
+def _print_others(others: pl.DataFrame) -> None:
+    if others.height:
+        print("  other options (servers: trainers/sparse PS/dense PS/readers; --json explains each):")
+        header, _, *rows, _ = plain_table(others).splitlines()  # without the rule and the row count
+        for line in (header, *rows):
+            print(f"     {line}")
 
 
 def _others(res: pl.DataFrame, objective: str) -> pl.DataFrame:

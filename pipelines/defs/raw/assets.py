@@ -81,6 +81,32 @@ CHECKS = [
 ]
 
 
+def _written_metadata(home, result, table: str, where: str) -> dict:
+    """What a raw table's materialisation shows: rows, where it is, what its landing files gave, and per
+    table what to look at (the ledger and what to fix first, slices, derivation notes, rejects)."""
+    meta = {
+        "dagster/row_count": result.row_counts()[table],
+        "lake_table": dg.MetadataValue.url(where) if "://" in where else dg.MetadataValue.path(where),
+        **advice.per_table_counts(result.ingest_ledger).get(table, {}),
+    }
+    ledger, q = result.ingest_ledger, result.quarantine
+    if table == "ingest_ledger":
+        meta["ledger"] = preview(ledger.drop("blake3", "ingested_at"), rows=20)
+        meta["landing_entries_not_read"] = dg.MetadataValue.json([e.relpath for e in not_read(home)[:100]])
+        fix = advice.unknown_columns(ledger) + advice.missing_everywhere(ledger, q)
+        meta["fix_first"] = dg.MetadataValue.json(fix)
+    if table == "utilisation_samples" and result.slices:
+        meta["slices"] = dg.MetadataValue.json(result.slices)
+    if table == METRICS and result.notes:
+        meta["derivation_notes"] = dg.MetadataValue.json(result.notes)
+    if table == "quarantine":
+        by_reason = q.group_by("reason_code").len().sort("len", descending=True)
+        meta["by_reason"] = dg.MetadataValue.json(dict(by_reason.iter_rows()))
+        if q.height:
+            meta["first_rejects"] = preview(q.select("source_file", "row_number", "reason_code", "message"))
+    return meta
+
+
 @dg.multi_asset(
     name="raw_ingest", specs=[_spec(t) for t in RAW_TABLES], partitions_def=LANDING_DAYS, check_specs=CHECKS
 )
@@ -105,36 +131,8 @@ def raw_ingest(context: dg.AssetExecutionContext, fleet: FleetHome):
         context.log.error(
             f"runs and samples for {day} not promoted ({failed} failed); the last good partition stays"
         )
-    counts = result.row_counts()
-    read = advice.per_table_counts(result.ingest_ledger)
     for table, where in outcome.written.items():
-        meta = {
-            "dagster/row_count": counts[table],
-            "lake_table": dg.MetadataValue.url(where) if "://" in where else dg.MetadataValue.path(where),
-            **read.get(table, {}),
-        }
-        if table == "ingest_ledger":
-            meta["ledger"] = preview(result.ingest_ledger.drop("blake3", "ingested_at"), rows=20)
-            meta["landing_entries_not_read"] = dg.MetadataValue.json(
-                [e.relpath for e in not_read(home)[:100]]
-            )
-            meta["fix_first"] = dg.MetadataValue.json(
-                advice.unknown_columns(result.ingest_ledger)
-                + advice.missing_everywhere(result.ingest_ledger, result.quarantine)
-            )
-        if table == "utilisation_samples" and result.slices:
-            meta["slices"] = dg.MetadataValue.json(result.slices)
-        if table == METRICS and result.notes:
-            meta["derivation_notes"] = dg.MetadataValue.json(result.notes)
-        if table == "quarantine":
-            q = result.quarantine
-            by_reason = q.group_by("reason_code").len().sort("len", descending=True)
-            meta["by_reason"] = dg.MetadataValue.json(dict(by_reason.iter_rows()))
-            if q.height:
-                meta["first_rejects"] = preview(
-                    q.select("source_file", "row_number", "reason_code", "message")
-                )
-        yield dg.MaterializeResult(asset_key=table, metadata=meta)
+        yield dg.MaterializeResult(asset_key=table, metadata=_written_metadata(home, result, table, where))
     for c in outcome.checks:
         meta = {k: (dg.MetadataValue.json(v) if isinstance(v, list) else v) for k, v in c.metadata.items()}
         yield dg.AssetCheckResult(asset_key=c.table, check_name=c.name, passed=c.passed, metadata=meta)
