@@ -1092,6 +1092,25 @@ def _add_memory(rows: list[dict], data: Path, tmp: Path, n: int) -> None:
             row["ok"] = row["ok"] and row["product_rss_mb"] < RSS_LIMIT_MB
 
 
+def _commit() -> str | None:
+    """The code measured: its commit, marked when the tree had changes."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        )
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+        )
+    except OSError:
+        return None
+    if head.returncode:
+        return None
+    return head.stdout.strip() + ("+changes" if dirty.stdout.strip() else "")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--samples", type=int, default=10_000_000, help="samples in the benchmark day")
@@ -1155,6 +1174,8 @@ def main() -> int:
         "when": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "samples": n,
         "cpus": os.cpu_count(),
+        "commit": _commit(),
+        "repeats": r,
         "rows": rows,
     }
     out = home.root / "bench" / f"bench-{n}.json"
