@@ -25,6 +25,7 @@ from filelock import FileLock
 
 from pipelines.defs.partitions import add_days, split_complete
 from pipelines.lib import cache, lake
+from pipelines.lib.exit_codes import ExitCode
 from pipelines.lib.ingest.dedupe import dependent_days, dependent_note
 from pipelines.lib.landing import inventory, landing_days
 from pipelines.lib.paths import INSTANCE_TEMPLATE, DataHome
@@ -67,7 +68,7 @@ class DaysFailed(Unavailable):
 class Stopped(Unavailable):
     """A signal (SIGTERM, SIGINT) stopped the runs; the days already written stay."""
 
-    exit_code = 143
+    exit_code = ExitCode.STOPPED
 
 
 @dataclass
@@ -529,9 +530,9 @@ class _PoolWatch:
                 continue
             waited += 1.0
             if self._told_to_stop():
-                self._give_up("stopped (SIGTERM/SIGINT) while waiting for", 143)
+                self._give_up("stopped (SIGTERM/SIGINT) while waiting for", ExitCode.STOPPED)
             if waited > self.timeout_s:
-                self._give_up(f"waited {self.timeout_s:.0f} s for", 1)
+                self._give_up(f"waited {self.timeout_s:.0f} s for", ExitCode.FAILED)
 
     def _give_up(self, what: str, code: int) -> None:
         holders = pool_holders(self.instance, self.pool) or []

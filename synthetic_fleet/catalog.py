@@ -24,9 +24,15 @@ GPU_FIELDS = ("hbm_gb_per_gpu", "hbm_bw_gb_per_s_per_gpu", "gpu_fp32_tflops", "g
 
 
 @cache
+def hardware_schema() -> dict[str, Any]:
+    """schemas/catalog/hardware.yaml: its description, what each ``model`` use means, and the fields."""
+    return yaml.safe_load(HARDWARE_SCHEMA.read_text(encoding="utf-8"))
+
+
+@cache
 def hardware_fields() -> dict[str, dict[str, Any]]:
     """Field name -> its entry in schemas/catalog/hardware.yaml (type, min, unit, model use, default)."""
-    return {f["name"]: f for f in yaml.safe_load(HARDWARE_SCHEMA.read_text(encoding="utf-8"))["fields"]}
+    return {f["name"]: f for f in hardware_schema()["fields"]}
 
 
 def needed_fields() -> tuple[str, ...]:
@@ -349,6 +355,50 @@ def register_platforms(catalog_file: Path, platforms: Mapping[str, Mapping[str, 
     fileio.write_text(catalog_file, yaml.safe_dump(data, sort_keys=False))
 
 
+# The fields of a model entry that are neither workload fields (runs contract) nor model-only ones
+# (synthetic_fleet/fields.py), each as those document theirs.
+MODEL_ENTRY_EXTRAS: dict[str, dict[str, str]] = {
+    "description": {"type": "string", "description": "What the model is."},
+    "share": {
+        "type": "float64",
+        "description": "Its weight among the synthetic fleet's runs, relative to the other models'; a model "
+        "with share 0 (left out) is drawn only when no model has a share.",
+    },
+    "cpu_baseline": {
+        "type": "map",
+        "description": "Server counts of its runs on a CPU platform (n_trainers, n_sparse_ps, n_dense_ps, "
+        "n_readers; those left out: synthetic_fleet/defaults.py CPU_SYSTEM), the production CPU setup the "
+        "calibration compares one GPU server with.",
+    },
+}
+# Where a model entry's value takes another shape than the workload field of the same name.
+MODEL_ENTRY_SHAPES: dict[str, str] = {
+    "batch_size": "A map platform -> batch; a platform it does not name gets its kind's default "
+    "(synthetic_fleet/defaults.py batch_for).",
+    "kernels": "One mode, or a map platform -> mode (with an optional `default`) where the software the "
+    "model ran with differs by platform.",
+}
+
+
+def model_entry_fields() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The fields a model entry must give (the runs contract's workload fields but the model name, which is
+    the entry's key, and the lookup exponent) and those it may."""
+    from synthetic_fleet import fields
+
+    required = tuple(f for f in fields.workload_fields()[1:] if f != "lookup_power_law_alpha")
+    return required, ("lookup_power_law_alpha", *fields.MODEL_ONLY, *MODEL_ENTRY_EXTRAS)
+
+
+def model_entry_defaults() -> dict[str, Any]:
+    """What each optional field of a model entry is when left out: the first built-in model loaded without
+    them (the loader's answer, not a second list)."""
+    path = CATALOG_DIR / "models.yaml"
+    required, optional = model_entry_fields()
+    name, spec = next(iter(_read_yaml(path)["models"].items()))
+    bare = _model(name, {k: v for k, v in spec.items() if k in required}, path)
+    return {f: getattr(bare, f) for f in optional}
+
+
 def _model(name: str, spec: Any, path: Path) -> ModelSpec:
     """One model entry, every field checked against its bounds (synthetic_fleet/fields.py)."""
     from synthetic_fleet import fields
@@ -356,11 +406,9 @@ def _model(name: str, spec: Any, path: Path) -> ModelSpec:
     _check_name("model", name, path)
     if not isinstance(spec, Mapping):
         raise CatalogError(f"{path}: model {name!r} must be a mapping of fields")
-    # The runs contract's workload fields; the lookup exponent is optional (a default).
-    model_fields = [f for f in fields.workload_fields()[1:] if f != "lookup_power_law_alpha"]
+    model_fields, accepted = model_entry_fields()
     optional = ("lookup_power_law_alpha", *fields.MODEL_ONLY)
-    extra = {"description", "share", "cpu_baseline", *optional}
-    unknown = sorted(set(spec) - set(model_fields) - extra)
+    unknown = sorted(set(spec) - set(model_fields) - set(accepted))
     missing = [f for f in model_fields if f not in spec]
     if unknown or missing:
         raise CatalogError(

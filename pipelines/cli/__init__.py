@@ -1,6 +1,6 @@
 """The `fleet` command. One module per group of subcommands; this one checks what the user handed over and
-maps outcomes to exit codes: 0 done, 2 a user error (one line: what is wrong, how to fix it), 1 a failure
-of the machine (disk full, lake unwritable), with its cause."""
+maps outcomes to exit codes (pipelines/lib/exit_codes.py): 0 done, 2 a user error (one line: what is wrong,
+how to fix it), 1 a failure of the machine (disk full, lake unwritable), with its cause."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from pipelines.cli.hints import runnable
+from pipelines.lib.exit_codes import ExitCode
 from pipelines.lib.paths import DataHome
 from pipelines.lib.preflight import (
     STAGED_NOTHING_KEPT,
@@ -69,24 +70,24 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         prepare(args)
-        return int(args.func(args) or 0)
+        return int(args.func(args) or ExitCode.DONE)
     except UsageError as exc:
         print(f"fleet {args.command}: {runnable(str(exc), args)}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     except Unavailable as exc:
         print(f"fleet {args.command}: {runnable(str(exc), args)}", file=sys.stderr)
-        return getattr(exc, "exit_code", 1)
+        return getattr(exc, "exit_code", ExitCode.FAILED)
     except OSError as exc:
         full = _disk_full(exc, args)
         where = exc.filename or getattr(args, "home", None) or "the data home"
         print(f"fleet {args.command}: {full or f'{exc.strerror or exc} ({where})'}", file=sys.stderr)
-        return 1
+        return ExitCode.FAILED
     except Exception as exc:  # a full disk reaches us wrapped (Dagster's step error, SQLite's storage)
         full = _disk_full(exc, args)
         if full is None:
             raise
         print(f"fleet {args.command}: {full}", file=sys.stderr)
-        return 1
+        return ExitCode.FAILED
 
 
 def _disk_full(exc: BaseException, args: argparse.Namespace) -> str | None:

@@ -11,7 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-from pipelines.lib.paths import PROJECT_ROOT, DataHome
+from pipelines.lib.exit_codes import ExitCode
+from pipelines.lib.paths import HOME_ENV, PROJECT_ROOT, DataHome
 from pipelines.lib.preflight import UsageError
 
 
@@ -23,18 +24,18 @@ def cmd_query(args: argparse.Namespace) -> int:
         for q in queries.canned().values():
             params = ", ".join(f"{k}={v}" for k, v in q.defaults.items())
             print(f"{q.name:<34} {q.description}" + (f"  [{params}]" if params else ""))
-        return 0
+        return ExitCode.DONE
     home = DataHome.resolve(args.home)
     try:
         params = dict(p.split("=", 1) for p in args.param or [])
         frame = queries.run(home.catalog_path, args.name, params, store=lake.store(home))
     except (KeyError, ValueError) as exc:
         print(f"fleet query: {exc.args[0] if exc.args else exc}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     from pipelines.lib.render import json_records, plain_table
 
     print(json_records(frame) if args.json else plain_table(frame))
-    return 0
+    return ExitCode.DONE
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
@@ -50,15 +51,15 @@ def cmd_sql(args: argparse.Namespace) -> int:
             import readline  # noqa: F401 - line editing and history for input()
 
             sqlshell.interactive(con, input, print)
-            return 0
+            return ExitCode.DONE
         text = args.command_text if args.command_text is not None else sys.stdin.read()
         try:
             for out in sqlshell.run(con, text):
                 print(out)
         except sqlshell.SqlError as exc:
             print(f"fleet sql: {exc}", file=sys.stderr)
-            return 2
-        return 0
+            return ExitCode.USAGE
+        return ExitCode.DONE
     finally:
         con.close()
 
@@ -80,19 +81,19 @@ def cmd_report(args: argparse.Namespace) -> int:
             f"in {home.lake_uri} (it holds runs of {every[0]} .. {every[-1]}); nothing written",
             file=sys.stderr,
         )
-        return 2
+        return ExitCode.USAGE
     start = time.perf_counter()
     try:
         art = write_report(home, out, args.date_from, args.date_to)
     except OSError as exc:
         print(f"fleet report: cannot write {out}: {exc.strerror or exc}", file=sys.stderr)
-        return 1
+        return ExitCode.FAILED
     print(
         f"report: {art.html}\n"
         f"charts: {len(art.pngs)} PNG and {len(art.svgs)} SVG in {art.html.parent / 'charts'} "
         f"({time.perf_counter() - start:.1f} s)"
     )
-    return 0
+    return ExitCode.DONE
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
@@ -121,7 +122,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
         # The code location finds the data home and the instance through these; ours stays untouched.
         env={
             **os.environ,
-            "FLEET_HOME": str(home.root),
+            HOME_ENV: str(home.root),
             "DAGSTER_HOME": dagster_home,
             "PYTHONWARNINGS": ",".join(filter(None, [os.environ.get("PYTHONWARNINGS"), QUIET_SUPERSESSION])),
         },

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from pipelines.cli.hints import command
+from pipelines.lib.exit_codes import ExitCode
 from pipelines.lib.paths import DataHome
 from pipelines.lib.preflight import STAGED_NOTHING_KEPT, UsageError, disk_full
 from pipelines.lib.settings import Settings
@@ -133,7 +134,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
             )
         if args.truth:
             print(f"the sampler's truth (stragglers, hot shards, servers needed) is in {totals['truth']}")
-    return 0
+    return ExitCode.DONE
 
 
 def cmd_run(args: argparse.Namespace, days: list[str] | None = None) -> int:
@@ -160,7 +161,7 @@ def cmd_run(args: argparse.Namespace, days: list[str] | None = None) -> int:
                     f"fleet: no landing files for {days[0]}..{days[-1]} under {home.landing}; nothing to do",
                     file=sys.stderr,
                 )
-                return 2
+                return ExitCode.USAGE
             if empty:
                 print(f"note: no landing files for {len(empty)} day(s) ({', '.join(empty)}); they stay empty")
     if not days:
@@ -192,21 +193,21 @@ def cmd_run(args: argparse.Namespace, days: list[str] | None = None) -> int:
     warning = not_read_warning(home)
     if warning:
         print(f"WARNING: {warning}")
-    return 0
+    return ExitCode.DONE
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
     """A Celery worker for day runs, until stopped."""
     from pipelines import workers
-    from pipelines.lib.settings import check_broker, shown
+    from pipelines.lib.settings import BROKER, check_broker, shown
 
     try:
-        broker = check_broker(args.broker or os.environ.get("FLEET_BROKER", "").strip())
+        broker = check_broker(args.broker or os.environ.get(BROKER.env, "").strip())
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     print(f"fleet worker {args.name} on {shown(broker)}: {args.concurrency} day(s) at a time", flush=True)
     workers.serve(broker, args.concurrency, args.name)
-    return 0
+    return ExitCode.DONE
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
@@ -228,7 +229,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if args.source in ("pai", "mlperf") and path is None:
         raise UsageError(
             f"--source {args.source} needs PATH, the folder of the downloaded public trace "
-            "(README.md, 'Public traces')"
+            "(docs/how-to/operators.md, 'Public traces')"
         )
     try:
         if args.source in ("pai", "mlperf"):
@@ -261,7 +262,7 @@ def _cannot_ingest(exc: OSError, home: DataHome) -> int:
     where = exc.filename or home.root
     why = disk_full(exc, home.root, STAGED_NOTHING_KEPT) or f"{exc.strerror or exc} ({where})"
     print(f"fleet: cannot do the ingest: {why}", file=sys.stderr)
-    return 1
+    return ExitCode.FAILED
 
 
 def _ingest_and_summarise(args: argparse.Namespace, home: DataHome, days: list[str]) -> int:
@@ -303,7 +304,7 @@ def _print_summary(args: argparse.Namespace, s, home: DataHome) -> int:
         f"{command(args, 'query', 'quarantine_by_reason')} sums them up)"
     )
     print(f"next: {command(args, 'run')} computes the analyses for these days")
-    return 0
+    return ExitCode.DONE
 
 
 def _install_mapping(home: DataHome, given: str) -> None:

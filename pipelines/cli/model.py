@@ -7,6 +7,7 @@ import json
 import sys
 
 from pipelines.cli.hints import runnable
+from pipelines.lib.exit_codes import ExitCode
 from pipelines.lib.paths import DataHome
 
 
@@ -44,7 +45,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
                 indent=2,
             )
         )
-        return 1 if failed else 0
+        return ExitCode.FAILED if failed else ExitCode.DONE
     for r in results:
         verdict = ("PASS" if r.passed else "FAIL") + ("*" if r.by_construction else " ")
         print(f"{verdict} {r.id:<4} {r.kind:<8} {r.description[:70]:<70}  want {r.expected}")
@@ -62,7 +63,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             f"want {c.low:g}-{c.high:g}; model: {c.coefficient} = {c.value:g}"
         )
     print(f"{sum(c.passed for c in parts)}/{len(parts)} component targets pass (docs/model-terms.md)")
-    return 1 if failed else 0
+    return ExitCode.FAILED if failed else ExitCode.DONE
 
 
 def _fit_to_lake(args: argparse.Namespace) -> int:
@@ -78,10 +79,10 @@ def _fit_to_lake(args: argparse.Namespace) -> int:
         record = run_fit(home, hw, models)
     except ValueError as exc:
         print(f"fleet calibrate: {exc}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     if args.json:
         print(json.dumps(record, indent=2))
-        return 0
+        return ExitCode.DONE
     platforms = len(record["platforms"])
     print(f"fitted to {record['runs']} observed runs on {platforms} platforms of {home.lake_uri}")
     for k, v in record["fitted"].items():
@@ -95,7 +96,7 @@ def _fit_to_lake(args: argparse.Namespace) -> int:
         for p, e in record["held_out_by_platform"].items():
             print(f"  {p:<{max(map(len, record['held_out_by_platform']))}}  {e:.2f}x")
     print(runnable(f"stored in {fit_path(home)}: `fleet whatif` and `fleet recommend` answer with it", args))
-    return 0
+    return ExitCode.DONE
 
 
 def _print_public(public) -> None:
@@ -205,12 +206,12 @@ def cmd_whatif(args: argparse.Namespace) -> int:
         answer = ask(workload, platforms, args.placement, hw, {}, sweep, fit.coef)
     except INPUT_ERRORS as exc:
         print(f"fleet whatif: {exc}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     warn_invalid("whatif", hw, models, {*platforms, args.model or ""})
     rows = answer.records()
     if args.json:
         print(json.dumps(rows, indent=2, default=str))
-        return 0
+        return ExitCode.DONE
     name = workload.get("model_name") or "(custom)"
     if line := assumed_line(workload):
         print(line)
@@ -220,7 +221,7 @@ def cmd_whatif(args: argparse.Namespace) -> int:
         title += f"{where} on {', '.join(platforms)}" + (f" with {', '.join(settings)}" if settings else "")
         _print_table(title, rows, sweep[0] if sweep else None)
         print(f"model: {fit.note}")
-        return 0
+        return ExitCode.DONE
     r = rows[0]
     print(
         f"{name} on {r['platform']} with {r['placement']} (batch {r['batch_size']}, "
@@ -237,7 +238,7 @@ def cmd_whatif(args: argparse.Namespace) -> int:
         )
     )
     if not r["fits"]:
-        return 0
+        return ExitCode.DONE
     print(f"  throughput: {_fmt_num(r['throughput_eps'])} examples/s; bottleneck: {r['bottleneck']}")
     for line in _assumed_notes(rows):
         print("  " + line)
@@ -258,7 +259,7 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     for role, res in utilisation_table(r).items():
         print(f"    {role:<10} " + "  ".join(f"{k} {v:.0%}" for k, v in res.items()))
     print(f"  model: {fit.note}")
-    return 0
+    return ExitCode.DONE
 
 
 def _print_table(title: str, rows: list[dict], swept: str | None) -> None:

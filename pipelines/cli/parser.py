@@ -10,6 +10,7 @@ import sys
 from typing import NoReturn
 
 from pipelines.cli import analyst, data, model, recommend, waste
+from pipelines.lib.exit_codes import ExitCode
 from pipelines.lib.preflight import is_finite_or_text
 
 
@@ -20,7 +21,7 @@ class Parser(argparse.ArgumentParser):
         # "argument --start: '2026-13-01' is not a date" reads as "--start '2026-13-01' is not a date"
         message = re.sub(r"^argument (\S+): (?=')", r"\1 ", message).removeprefix("argument ")
         print(f"{self.prog}: {message}; see `{self.prog} --help`", file=sys.stderr)
-        raise SystemExit(2)
+        raise SystemExit(ExitCode.USAGE)
 
 
 def day(text: str) -> str:

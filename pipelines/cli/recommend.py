@@ -12,6 +12,7 @@ import textwrap
 import polars as pl
 
 from pipelines.cli.hints import runnable
+from pipelines.lib.exit_codes import ExitCode
 from pipelines.lib.paths import DataHome
 from pipelines.lib.render import plain_table
 
@@ -56,13 +57,13 @@ def cmd_recommend(args: argparse.Namespace) -> int:
             res = observed(ranked, fleet, workload)
     except (*INPUT_ERRORS, ValueError) as exc:
         print(f"fleet recommend: {exc}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     if args.json:
         out = {"workload": workload, "objective": args.objective, "correction": correction.note}
         out |= {"cv_mdape": correction.cv_mdape_used, "band_coverage": correction.cv_band_coverage}
         out |= {"model_fit": fit.note}
         print(json.dumps(out | {"options": res.to_dicts()}, indent=2, default=str))
-        return 0
+        return ExitCode.DONE
     best = res.filter(res["recommended"])
     goal = "throughput" if args.objective == "throughput" else "throughput per watt"
     where = f" among {', '.join(platforms)}" if platforms else " across the catalog"
@@ -83,7 +84,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
             indent=2,
         )
     _say(runnable(f"model: {fit.note}", args), indent=2)
-    return 0
+    return ExitCode.DONE
 
 
 def _print_best(b: dict) -> None:

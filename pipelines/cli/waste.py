@@ -8,6 +8,7 @@ import json
 
 import polars as pl
 
+from pipelines.lib.exit_codes import ExitCode
 from pipelines.lib.paths import DataHome
 from pipelines.lib.preflight import UsageError
 
@@ -72,4 +73,4 @@ def cmd_waste(args: argparse.Namespace) -> int:
             f"{args.date_to or 'the last day'}; `fleet query catalog_totals` shows what the lake holds"
         )
     print(_json(view) if args.json else _text(view))
-    return 0
+    return ExitCode.DONE

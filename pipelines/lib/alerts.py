@@ -10,7 +10,9 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 
-URL_ENV = "FLEET_ALERT_WEBHOOK_URL"
+from pipelines.lib.settings import ALERT_WEBHOOK
+
+URL_ENV = ALERT_WEBHOOK.env
 TIMEOUT_S = 10.0
 
 

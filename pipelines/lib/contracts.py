@@ -69,6 +69,8 @@ class Column:
     min: float | dt.datetime | None = None  # a timestamp's bounds are datetimes (UTC)
     max: float | dt.datetime | None = None
     enum: tuple[str, ...] | None = None
+    # one sentence per enum member, in enum order (``enum_descriptions`` in the contract), when declared
+    enum_descriptions: tuple[str, ...] | None = None
     pattern: str | None = None
     references: str | None = None
     origin: str = "landing"
@@ -78,6 +80,13 @@ class Column:
     @property
     def arrow_type(self) -> pa.DataType:
         return ARROW_TYPES[self.type]
+
+    @property
+    def described_values(self) -> dict[str, str]:
+        """Each allowed value -> what it means (empty when the contract describes none)."""
+        if not self.enum or not self.enum_descriptions:
+            return {}
+        return dict(zip(self.enum, self.enum_descriptions, strict=True))
 
     @property
     def polars_type(self) -> pl.DataType:
@@ -162,6 +171,7 @@ def _parse_column(spec: Mapping[str, Any], table: str) -> Column:
         "min",
         "max",
         "enum",
+        "enum_descriptions",
         "pattern",
         "references",
         "origin",
@@ -193,12 +203,34 @@ def _parse_column(spec: Mapping[str, Any], table: str) -> Column:
         min=bounds["min"],
         max=bounds["max"],
         enum=tuple(spec["enum"]) if spec.get("enum") else None,
+        enum_descriptions=_enum_descriptions(spec, table),
         pattern=spec.get("pattern"),
         references=spec.get("references"),
         origin=spec.get("origin", "landing"),
         finite=bool(spec.get("finite", True)),
         resource=bool(spec.get("resource", False)),
     )
+
+
+def _enum_descriptions(spec: Mapping[str, Any], table: str) -> tuple[str, ...] | None:
+    """``enum_descriptions: {value: sentence}`` in enum order; every member described, nothing else, so a
+    new value cannot ship without its meaning."""
+    given = spec.get("enum_descriptions")
+    if given is None:
+        return None
+    where = f"{table}.{spec.get('name')}: enum_descriptions"
+    if not isinstance(given, Mapping) or not spec.get("enum"):
+        raise ContractError(f"{where} must map each value of the column's enum to a sentence")
+    enum = [str(v) for v in spec["enum"]]
+    lacking, extra = [v for v in enum if v not in given], sorted(set(given) - set(enum))
+    if lacking or extra:
+        raise ContractError(
+            f"{where}: no description for {lacking}" if lacking else f"{where}: {extra} not in enum"
+        )
+    blank = [v for v in enum if not isinstance(given[v], str) or not given[v].strip()]
+    if blank:
+        raise ContractError(f"{where}: {blank} need a sentence, not {[given[v] for v in blank]!r}")
+    return tuple(" ".join(given[v].split()) for v in enum)
 
 
 def _read(path: Path) -> dict[str, Any]:

@@ -12,6 +12,9 @@ SQL_DIR = PROJECT_ROOT / "sql"
 INSTANCE_TEMPLATE = PROJECT_ROOT / "dagster_home" / "dagster.yaml"
 
 DEFAULT_HOME = "data"
+# Their records (default, meaning) are pipelines.lib.settings.HOME and LAKE; named here, where they are read.
+HOME_ENV = "FLEET_HOME"
+LAKE_ENV = "FLEET_LAKE"
 
 
 @dataclass(frozen=True)
@@ -34,9 +37,9 @@ class DataHome:
     def resolve(cls, home: str | os.PathLike[str] | None = None, lake: str | None = None) -> DataHome:
         """``home``, else ``$FLEET_HOME``, else ``./data``, made absolute; the lake ``lake``, else
         ``$FLEET_LAKE``, else the home's lake/ folder."""
-        raw = home if home not in (None, "") else os.environ.get("FLEET_HOME") or DEFAULT_HOME
+        raw = home if home not in (None, "") else os.environ.get(HOME_ENV) or DEFAULT_HOME
         root = Path(raw).expanduser().resolve()
-        return cls(root, lake_uri(lake or os.environ.get("FLEET_LAKE") or "", root))
+        return cls(root, lake_uri(lake or os.environ.get(LAKE_ENV) or "", root))
 
     @property
     def remote_lake(self) -> bool:

@@ -13,7 +13,7 @@ import duckdb
 from filelock import FileLock
 
 from pipelines.lib import fileio, lake
-from pipelines.lib.contracts import contract, contracts
+from pipelines.lib.contracts import Column, contract, contracts
 from pipelines.lib.paths import DataHome
 from pipelines.lib.sqlfiles import quote_literal, sql_text
 
@@ -47,6 +47,34 @@ def view_sql(table: str, files: list[str]) -> str:
     return sql_text("views/empty_table.sql").format(view=_ident(table), typed_nulls=nulls)
 
 
+def catalog_tables() -> list[str]:
+    """The tables the analyst catalog has a view of, named like them: every contract's."""
+    return sorted(contracts())
+
+
+def column_comment(col: Column) -> str:
+    """A view column's comment: the contract's description, with the unit when it has one."""
+    return col.description + (f" [{col.unit}]" if col.unit else "")
+
+
+def define_views(con: duckdb.DuckDBPyConnection, files: dict[str, list[str]]) -> None:
+    """Every view of the catalog on ``con``: one per table of ``files`` (table -> its Parquet files; none
+    makes it typed and empty), with the contract's descriptions as view and column comments. The docs
+    site's views page lists what this defines on an empty catalog."""
+    for table, table_files in files.items():
+        c = contract(table)
+        con.execute(view_sql(table, table_files))
+        con.execute(
+            sql_text("views/comment_view.sql").format(view=_ident(table), text=quote_literal(c.description))
+        )
+        for col in c.columns:
+            con.execute(
+                sql_text("views/comment_column.sql").format(
+                    view=_ident(table), column=_ident(col.name), text=quote_literal(column_comment(col))
+                )
+            )
+
+
 def publish_catalog(home: DataHome, tables: list[str] | None = None) -> dict[str, int]:
     """Rebuild the catalog with one view per table (the contract's docs as comments), then vacuum the
     lake; returns row counts.
@@ -54,7 +82,7 @@ def publish_catalog(home: DataHome, tables: list[str] | None = None) -> dict[str
     Vacuum policy: a file a commit removed is deleted only once it was removed more than
     ``lake.VACUUM_RETENTION_HOURS`` ago (an analyst's session on the previous catalog keeps reading) and
     only if the catalog just published does not read it (its tables' versions are kept)."""
-    tables = tables or sorted(contracts())
+    tables = tables or catalog_tables()
     home.warehouse.mkdir(parents=True, exist_ok=True)
     target = home.catalog_path
     # One publisher at a time (Dagster runs and the CLI alike); under the lock, any half-built file is stale.
@@ -79,21 +107,8 @@ def _build_and_swap(
         con = duckdb.connect(str(building))
         try:
             store.duckdb(con)
-            for table, table_files in files.items():
-                c = contract(table)
-                con.execute(view_sql(table, table_files))
-                con.execute(
-                    sql_text("views/comment_view.sql").format(
-                        view=_ident(table), text=quote_literal(c.description)
-                    )
-                )
-                for col in c.columns:
-                    doc = col.description + (f" [{col.unit}]" if col.unit else "")
-                    con.execute(
-                        sql_text("views/comment_column.sql").format(
-                            view=_ident(table), column=_ident(col.name), text=quote_literal(doc)
-                        )
-                    )
+            define_views(con, files)
+            for table in files:
                 counts[table] = con.execute(f"SELECT count(*) FROM {_ident(table)}").fetchone()[0]
             con.execute("CHECKPOINT")
         finally:

@@ -8,6 +8,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
@@ -15,10 +16,12 @@ from polars.testing import assert_frame_equal
 from pipelines.defs.metadata import table_schema
 from pipelines.lib import contracts as contracts_module
 from pipelines.lib.contracts import (
+    ContractError,
     conformance_violations,
     contract,
     contracts,
     key_duplicates,
+    load_contract,
     validate_rows,
 )
 from tests.support.hypo import examples
@@ -265,6 +268,29 @@ def test_every_column_description_says_what_its_values_are():
         if len(re.findall(r"[A-Za-z0-9_]+", col.description)) < 4
     ]
     assert not terse, terse
+
+
+@pytest.mark.parametrize(
+    ("described", "error"),
+    [
+        ({"a": "The first.", "b": "The second."}, None),
+        ({"a": "The first."}, "no description for ['b']"),
+        ({"a": "The first.", "b": "The second.", "c": "Not a value."}, "['c'] not in enum"),
+        ({"a": "The first.", "b": " "}, "['b'] need a sentence"),
+        (["a", "b"], "must map each value"),
+    ],
+)
+def test_enum_descriptions_describe_every_value_and_nothing_else(tmp_path, described, error):
+    column = {"name": "kind", "type": "string", "nullable": False, "enum": ["a", "b"]}
+    spec = {"name": "t", "layer": "raw", "description": "A table.", "primary_key": ["kind"]}
+    spec["columns"] = [{**column, "description": "Which kind.", "enum_descriptions": described}]
+    (tmp_path / "t.yaml").write_text(yaml.safe_dump(spec))
+    if error is None:
+        col = load_contract(tmp_path / "t.yaml").column("kind")
+        assert col.described_values == described
+        return
+    with pytest.raises(ContractError, match=re.escape(error)):
+        load_contract(tmp_path / "t.yaml")
 
 
 _ODD_NUMBERS = st.sampled_from([0.0, 0.5, 1.0, -0.1, 1.7, -5.0, 2e3, math.nan, math.inf, -math.inf, None])

@@ -5,10 +5,9 @@ import dagster as dg
 from dashboards.report import write_report
 from pipelines.defs.metadata import OWNERS
 from pipelines.defs.resources import FleetHome
-from pipelines.lib.contracts import contracts
-from pipelines.lib.warehouse import publish_catalog
+from pipelines.lib.warehouse import catalog_tables, publish_catalog
 
-ALL_TABLES = sorted(contracts())
+ALL_TABLES = catalog_tables()
 
 
 @dg.asset(

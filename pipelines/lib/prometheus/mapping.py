@@ -25,10 +25,15 @@ class MappingError(ValueError):
 
 
 @cache
+def schema() -> dict[str, Any]:
+    """schemas/catalog/prometheus.yaml: its description and the fields."""
+    return yaml.safe_load((paths.SCHEMAS_DIR / "catalog" / "prometheus.yaml").read_text(encoding="utf-8"))
+
+
+@cache
 def fields() -> dict[str, dict[str, Any]]:
     """Field name -> its entry in schemas/catalog/prometheus.yaml (type, default, bounds, description)."""
-    doc = yaml.safe_load((paths.SCHEMAS_DIR / "catalog" / "prometheus.yaml").read_text(encoding="utf-8"))
-    return {f["name"]: f for f in doc["fields"]}
+    return {f["name"]: f for f in schema()["fields"]}
 
 
 def ksm_label(key: str) -> str:
