@@ -1135,6 +1135,7 @@ def main() -> int:
     tmp = home.root / "bench" / "tmp"
     tmp.mkdir(parents=True, exist_ok=True)
     cases = set(a.cases.split(","))
+    commit = _commit()  # the code measured, before anyone edits the tree during the run
     n, r = a.samples, a.repeats
     rows: list[dict] = []
 
@@ -1174,7 +1175,7 @@ def main() -> int:
         "when": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "samples": n,
         "cpus": os.cpu_count(),
-        "commit": _commit(),
+        "commit": commit,
         "repeats": r,
         "rows": rows,
     }

@@ -363,7 +363,8 @@ NOTES = {
     "GPU memory, tensor-core activity, NVLink and PCIe where the exporter measures them). The PNG and SVG "
     "show every model.",
     "waste": "Right-sized: the fewest servers of a role that keep every resource's p95 utilisation at or "
-    "under the target without losing throughput (README, Right-sizing). kW: peak power of the servers freed.",
+    "under the target without losing throughput (docs/how-to/right-sizing.md). kW: peak power of the servers "
+    "freed.",
 }
 # The width (px) the charts are drawn for: the content width of a 1024 px window. The page scales every
 # chart's views to the width it has (wider windows get wider charts; labels and legends keep their size).

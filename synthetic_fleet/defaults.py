@@ -1,6 +1,6 @@
 """The one home of the workload defaults every layer uses (catalog, model, what-if, recommender, CLI).
 
-A workload or system that leaves a field out gets the value below; README ("The workload model") lists
+A workload or system that leaves a field out gets the value below; docs/how-to/planners.md lists
 them. Tests check that no other module defines its own copy.
 """
 

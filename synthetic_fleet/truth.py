@@ -8,7 +8,7 @@ noise-free steady-state utilisation (role mean from the workload model x multipl
 A run and role needs the smallest count, found by trying every count from one to what the run held, at
 which the workload model keeps the throughput (``saturation`` of it) and every resource's steady-state p95,
 scaled by the model's load per server at that count, stays at or under ``target_p95_util`` (a resource
-already above it may not rise): the right-sizing rule of README "Right-sizing", applied to the truth.
+already above it may not rise): the right-sizing rule of docs/how-to/right-sizing.md, applied to the truth.
 """
 
 from __future__ import annotations

@@ -89,10 +89,10 @@ def test_mistakes_are_named_with_exit_2(home, tmp_path):
     assert empty.returncode == 2 and "no right-sizing in" in empty.stderr and "fleet run" in empty.stderr
 
 
-def test_the_readmes_example_is_what_this_fleet_prints(home):
-    """The README's figures come from this run, not typed by hand: its header lines are the output's, and
-    each top run it shows has the output's figures."""
-    readme = (PROJECT_ROOT / "README.md").read_text()
+def test_the_right_sizing_guides_example_is_what_this_fleet_prints(home):
+    """The right-sizing guide's figures come from this run, not typed by hand: its header lines are the
+    output's, and each top run it shows has the output's figures."""
+    readme = (PROJECT_ROOT / "docs" / "how-to" / "right-sizing.md").read_text()
     block = readme.split("$ fleet waste --top 2\n", 1)[1].split("```", 1)[0].splitlines()
     p = _waste(home, "--top", "2")
     assert p.returncode == 0, p.stderr

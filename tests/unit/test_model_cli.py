@@ -225,3 +225,15 @@ def test_whatif_errors_name_the_field_and_list_valid_ones(capsys, home):
         == 2
     )
     assert "cpu does not offer placement 'gpu_hbm'" in capsys.readouterr().err
+
+
+def test_the_accuracy_pages_record_is_what_calibrate_answers_now(calibrate_answers):
+    """docs/measurements/calibrate.json feeds the accuracy page's tables: it must be today's answer, to the
+    figures the page shows (regenerate: fleet calibrate --json > docs/measurements/calibrate.json)."""
+    from pipelines.lib import accuracy_tables
+
+    now = json.loads(calibrate_answers["json"][1])
+    kept = accuracy_tables.recorded()
+    assert accuracy_tables.markdown(kept) == accuracy_tables.markdown(now)
+    page = accuracy_tables.markdown(kept)
+    assert page.count("\n| dgx") + page.count("\n| 1-node") > 2 and "28 of 28 pass" in page

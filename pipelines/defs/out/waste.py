@@ -13,8 +13,8 @@ from pipelines.lib.paths import DataHome
 
 
 class WasteTargets(dg.Config):
-    """Overrides of the targets for one materialisation (unset: the contracts' parameters, README
-    "Right-sizing")."""
+    """Overrides of the targets for one materialisation (unset: the contracts' parameters,
+    docs/how-to/right-sizing.md)."""
 
     target_p95_util: float | None = None
     straggler_ratio: float | None = None
