@@ -405,6 +405,7 @@ def _fleet_targets(targets: dict, add: Callable) -> None:
         runs.group_by("model_name", pl.col("platform") != "cpu")
         .agg(pl.col("n_readers").median())
         .pivot(on="platform", index="model_name", values="n_readers")
+        .sort("model_name")
     )
     add(
         "t18",
