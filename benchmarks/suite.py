@@ -319,7 +319,8 @@ def side_night_assets(args: dict) -> dict:
     from pipelines.definitions import build_defs
     from pipelines.defs.partitions import add_days
     from pipelines.lib.paths import DataHome
-    from pipelines.orchestrate import JOB, ensure_instance, run_config
+    from pipelines.nightly import JOB
+    from pipelines.orchestrate import ensure_instance, run_config
 
     with tempfile.TemporaryDirectory(dir=args["tmp"]) as tmp:
         home = DataHome.resolve(fresh_home(Path(tmp), [Path(t) for t in args["trees"]]))

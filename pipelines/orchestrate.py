@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import json
 import multiprocessing
 import os
@@ -25,13 +24,14 @@ from filelock import FileLock
 
 from pipelines.defs.partitions import add_days, split_complete
 from pipelines.lib import cache, lake
+from pipelines.lib.errors import Unavailable
 from pipelines.lib.exit_codes import ExitCode
 from pipelines.lib.ingest.dedupe import dependent_days, dependent_note
 from pipelines.lib.landing import inventory, landing_days
 from pipelines.lib.paths import INSTANCE_TEMPLATE, DataHome
-from pipelines.lib.preflight import Unavailable
 from pipelines.lib.procs import exit_with_parent, stopping, this_worker
 from pipelines.lib.settings import IngestLimits, Settings
+from pipelines.nightly import JOB, nightly_graph, nightly_job
 from pipelines.runs import (
     HANDLED_BY,
     WAREHOUSE_POOL,
@@ -42,7 +42,6 @@ from pipelines.runs import (
     pool_holders,
 )
 
-JOB = "nightly"
 # The CLI prints its own lines (a failure as one line naming its cause, exit 1); Dagster's console logger
 # would print each step failure with its stack trace first. The run's events stay in the instance (the UI).
 QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
@@ -158,28 +157,6 @@ def _setup_lock(dagster_home: str) -> FileLock:
     return FileLock(os.path.join(dagster_home, ".fleet-setup.lock"))
 
 
-def nightly_job() -> dg.JobDefinition:
-    """The nightly job, for a worker to rebuild from its code pointer (``dg.reconstructable``)."""
-    return _graph()[0]
-
-
-@functools.cache
-def _graph() -> tuple[dg.JobDefinition, list[dg.AssetKey], list[dg.AssetKey]]:
-    """The nightly job and its daily and merged assets, loaded once per process (nothing in them depends
-    on the data home or what landed)."""
-    from pipelines.definitions import build_defs
-
-    d = build_defs()
-    graph = d.resolve_asset_graph()
-    daily, merged = [], []
-    for key in graph.get_all_asset_keys():
-        node = graph.get(key)
-        if not node.is_materializable:
-            continue
-        (daily if node.partitions_def is not None else merged).append(key)
-    return d.resolve_job_def(JOB), daily, merged
-
-
 def _run_day(
     home: DataHome,
     day: str,
@@ -194,7 +171,7 @@ def _run_day(
         raise KeyboardInterrupt  # told to stop before this day began: its run is not started
     start = time.perf_counter()
     instance = instance or ensure_instance(home)
-    job, daily, _ = _graph()
+    job, daily, _ = nightly_graph()
     res = job.execute_in_process(
         asset_selection=daily,
         partition_key=day,
@@ -268,7 +245,7 @@ def _run_all(
     added = add_partitions(instance, days)
     if added:
         progress(f"  added {len(added)} landed day(s) as partitions ({added[0]} .. {added[-1]})")
-    job, daily, merged = _graph()
+    job, daily, merged = nightly_graph()
     tags = {"fleet/trigger": "cli", WORKER_TAG: this_worker()}
     inputs = day_inputs(home, days)
     unchanged = {} if force else _unchanged(home, instance, inputs)
@@ -418,7 +395,7 @@ def _run_on_workers(
     run failed or whose worker died (the days that succeeded stay in the lake)."""
     from pipelines import workers
 
-    job, daily, _ = _graph()
+    job, daily, _ = nightly_graph()
     launched = workers.launch_days(
         instance,
         settings.broker,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from pipelines.lib.preflight import Unavailable
+from pipelines.lib.errors import Unavailable
 from pipelines.lib.procs import this_worker
 from pipelines.lib.settings import WORKER_BROKER_ENV, scrubbed, shown
 from pipelines.runs import FINISHED, WORKER_TAG, fail_dead_runs
@@ -121,7 +121,9 @@ def serve(broker: str, concurrency: int, name: str) -> None:
     ``concurrency`` days at a time, each in a fresh process."""
     # Loaded once here and forked into every day's process: importing starts no thread (polars and DuckDB
     # start theirs on first use, in the day's process).
-    import pipelines.orchestrate  # noqa: F401
+    import pipelines.lib.ingest.day
+    import pipelines.lib.lake
+    import pipelines.nightly  # noqa: F401
 
     logging.getLogger("alembic").setLevel(logging.WARNING)  # the instance's schema checks, once per day
     os.environ[WORKER_BROKER_ENV] = broker  # inherited by the days' processes

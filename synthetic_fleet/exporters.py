@@ -32,7 +32,8 @@ import polars as pl
 
 from pipelines.lib import fileio
 from synthetic_fleet.catalog import HardwareCatalog
-from synthetic_fleet.sampler import SAMPLE_INTERVAL_S, DayFleet
+from synthetic_fleet.sampler import DayFleet
+from synthetic_fleet.servers import SAMPLE_INTERVAL_S
 
 NAMESPACE = "dlrm"
 REPLICA = {"trainer": "worker", "sparse_ps": "ps", "dense_ps": "densePS", "reader": "reader"}

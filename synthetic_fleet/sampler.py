@@ -10,9 +10,7 @@ the demo runs.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
@@ -22,20 +20,13 @@ from synthetic_fleet.catalog import HardwareCatalog, ModelSpec
 from synthetic_fleet.model import MODELLED, ROLES, predict_frame
 from synthetic_fleet.model_inputs import required_gb
 from synthetic_fleet.quality import normalized_entropy
+from synthetic_fleet.servers import SAMPLE_INTERVAL_S, day_rng, server_draws
+from synthetic_fleet.truth import WasteTruth, waste_truth
 
-if TYPE_CHECKING:
-    from synthetic_fleet.truth import WasteTruth
-
-SAMPLE_INTERVAL_S = 300
 PLATFORM_SHARES = {"cpu": 0.6, "big_basin": 0.25, "zion": 0.15}
 CPU_TRAINER_COUNTS = np.array([4, 8, 12, 16, 20, 24, 32, 48])
 CPU_TRAINER_PROBS = np.array([0.04, 0.08, 0.10, 0.50, 0.10, 0.08, 0.06, 0.04])  # modal 16 (paper: >40% share)
 FAILED_SHARE = 0.04
-ROLE_NOISE = {"trainer": 0.015, "sparse_ps": 0.06, "dense_ps": 0.05, "reader": 0.04}  # sample-to-sample
-# Server-to-server spread: parameter servers hold shards of power-law-accessed tables (hot shards).
-ROLE_SKEW = {"trainer": 0.03, "sparse_ps": 0.5, "dense_ps": 0.3, "reader": 0.15}
-STRAGGLER_SHARE = {"trainer": 0.01, "sparse_ps": 0.0, "dense_ps": 0.0, "reader": 0.02}
-STRAGGLER_SLOWDOWN = 0.5  # a straggler's utilisation against its peers'
 
 
 @dataclass(frozen=True)
@@ -47,18 +38,6 @@ class DayFleet:
     runs: pl.DataFrame
     samples: pl.DataFrame
     truth: WasteTruth | None = None
-
-
-DAY_CYCLE = 5  # = the demo's --days default
-CYCLE_EPOCH = dt.date(2026, 11, 1)  # days in [epoch, epoch + DAY_CYCLE) draw under their own name
-
-
-def day_rng(seed: int, day: str) -> np.random.Generator:
-    """The generator of ``day``'s draws: depends on the seed and on the day's place in the cycle only."""
-    offset = (dt.date.fromisoformat(day) - CYCLE_EPOCH).days % DAY_CYCLE
-    canonical = CYCLE_EPOCH + dt.timedelta(days=offset)
-    digest = hashlib.sha256(f"{seed}:{canonical.isoformat()}".encode()).digest()
-    return np.random.default_rng(int.from_bytes(digest[:8], "little"))
 
 
 def _choose(rng: np.random.Generator, keys: list[str], probs: np.ndarray, n: int) -> np.ndarray:
@@ -257,78 +236,6 @@ def _size_parameter_servers(
     return runs.with_columns(pl.Series("n_sparse_ps", n_ps))
 
 
-def server_draws(
-    runs: pl.DataFrame, rng: np.random.Generator, hw: HardwareCatalog, noise_scale: float = 1.0
-) -> pl.DataFrame:
-    """Every server of every run with its role means (from the model), its draws and its power range:
-    ``_mult`` (server-to-server multiplier: lognormal skew, times STRAGGLER_SLOWDOWN for a straggler),
-    ``_straggler``, ``_sd`` (sample-to-sample noise, times ``noise_scale``), ``_idle_w`` and ``_peak_w``.
-    Draws the first numbers of ``rng``; the samples are drawn after them."""
-    counts = {
-        "trainer": "n_trainers",
-        "sparse_ps": "n_sparse_ps",
-        "dense_ps": "n_dense_ps",
-        "reader": "n_readers",
-    }
-    servers = pl.concat(
-        [
-            runs.select(
-                "run_id",
-                "start_ts",
-                "end_ts",
-                "platform",
-                pl.lit(role).alias("role"),
-                pl.int_ranges(0, pl.col(n_col)).alias("idx"),
-                *[
-                    pl.col(f"{role}_{res}_util").alias(res)
-                    if f"{role}_{res}_util" in runs.columns
-                    else pl.lit(None, pl.Float64).alias(res)
-                    for res in MODELLED
-                ],
-            )
-            .explode("idx")
-            .drop_nulls("idx")
-            for role, n_col in counts.items()
-        ],
-        how="vertical_relaxed",
-    )
-    servers = servers.with_columns(
-        pl.format("{}-{}-{}", pl.col("run_id"), pl.col("role"), pl.col("idx")).alias("server_id"),
-        ((pl.col("end_ts") - pl.col("start_ts")).dt.total_seconds() // SAMPLE_INTERVAL_S).alias("n_samples"),
-    )
-    # GPU utilisation only where the server has GPUs (trainers of GPU platforms).
-    has_gpu = (pl.col("role") == "trainer") & (pl.col("platform") != "cpu")
-    servers = servers.with_columns(
-        [pl.when(has_gpu).then(pl.col(r)).otherwise(None).alias(r) for r in ("gpu", "gpu_mem")]
-    )
-    n_srv = servers.height
-    skew = servers.get_column("role").replace_strict(ROLE_SKEW, return_dtype=pl.Float64).to_numpy()
-    noise_sd = servers.get_column("role").replace_strict(ROLE_NOISE, return_dtype=pl.Float64).to_numpy()
-    # Server-level multiplier: lognormal, right-skewed for parameter servers (hot shards), plus rare
-    # stragglers.
-    straggler = servers.get_column("role").replace_strict(STRAGGLER_SHARE, return_dtype=pl.Float64).to_numpy()
-    spread = rng.lognormal(0.0, skew, n_srv)
-    slowed = rng.random(n_srv) < straggler
-    server_mult = spread * np.where(slowed, STRAGGLER_SLOWDOWN, 1.0)
-    # Power per server from its platform's idle/peak watts (trainers of GPU runs are GPU servers; the rest
-    # CPU servers).
-    server_platform = (
-        pl.when(pl.col("role") == "trainer").then(pl.col("platform")).otherwise(pl.lit(hw.remote_ps_platform))
-    )
-    watts = {p: (float(v.idle_w or 0), float(v.peak_w or 0)) for p, v in hw.platforms.items()}
-    return servers.with_columns(
-        pl.Series("_mult", server_mult),
-        pl.Series("_straggler", slowed),
-        pl.Series("_sd", noise_sd * noise_scale),
-        server_platform.replace_strict({p: w[0] for p, w in watts.items()}, return_dtype=pl.Float64).alias(
-            "_idle_w"
-        ),
-        server_platform.replace_strict({p: w[1] for p, w in watts.items()}, return_dtype=pl.Float64).alias(
-            "_peak_w"
-        ),
-    )
-
-
 def sample_utilisation(
     runs: pl.DataFrame, seed: int, day: str, hw: HardwareCatalog, noise_scale: float = 1.0
 ) -> pl.DataFrame:
@@ -392,7 +299,5 @@ def sample_day(
     landing_cols = [c for c in runs.columns if not c.endswith("_util") and not c.startswith("_")]
     made = None
     if truth:
-        from synthetic_fleet.truth import waste_truth
-
         made = waste_truth(runs, seed, day, hw)
     return DayFleet(day=day, runs=runs.select(landing_cols), samples=samples, truth=made)

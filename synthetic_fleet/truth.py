@@ -21,7 +21,7 @@ import polars as pl
 from synthetic_fleet import fields
 from synthetic_fleet.catalog import HardwareCatalog
 from synthetic_fleet.model import ROLES, UTIL_RESOURCES, predict_frame
-from synthetic_fleet.sampler import day_rng, server_draws
+from synthetic_fleet.servers import day_rng, server_draws
 
 ROLE_COUNTS = dict(zip(ROLES, fields.SERVER_COUNTS, strict=True))  # role -> its count column in runs
 P95 = 0.95

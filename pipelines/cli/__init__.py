@@ -9,12 +9,11 @@ import sys
 from pathlib import Path
 
 from pipelines.cli.hints import runnable
+from pipelines.lib.errors import Unavailable, UsageError
 from pipelines.lib.exit_codes import ExitCode
 from pipelines.lib.paths import DataHome
 from pipelines.lib.preflight import (
     STAGED_NOTHING_KEPT,
-    Unavailable,
-    UsageError,
     check_catalog_readable,
     check_home,
     check_lake,

@@ -11,9 +11,9 @@ import sys
 import time
 from pathlib import Path
 
+from pipelines.lib.errors import UsageError
 from pipelines.lib.exit_codes import ExitCode
 from pipelines.lib.paths import HOME_ENV, PROJECT_ROOT, DataHome
-from pipelines.lib.preflight import UsageError
 
 
 def cmd_query(args: argparse.Namespace) -> int:

@@ -12,9 +12,10 @@ import time
 from pathlib import Path
 
 from pipelines.cli.hints import command
+from pipelines.lib.errors import Unavailable, UsageError
 from pipelines.lib.exit_codes import ExitCode
 from pipelines.lib.paths import DataHome
-from pipelines.lib.preflight import STAGED_NOTHING_KEPT, UsageError, disk_full
+from pipelines.lib.preflight import STAGED_NOTHING_KEPT, disk_full
 from pipelines.lib.settings import Settings
 
 DEMO_DAYS = 5
@@ -350,7 +351,6 @@ def _ingest_prometheus(args: argparse.Namespace, home: DataHome, path: Path | No
 
 
 def _pull(url: str, home: DataHome, days: list[str], page_minutes: int) -> None:
-    from pipelines.lib.preflight import Unavailable
     from pipelines.lib.prometheus.mapping import load_mapping
     from pipelines.lib.prometheus.pull import Client, PullError, pull_day
     from synthetic_fleet.catalog import load_hardware

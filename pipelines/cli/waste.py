@@ -8,9 +8,9 @@ import json
 
 import polars as pl
 
+from pipelines.lib.errors import UsageError
 from pipelines.lib.exit_codes import ExitCode
 from pipelines.lib.paths import DataHome
-from pipelines.lib.preflight import UsageError
 
 
 def _text(view: dict) -> str:

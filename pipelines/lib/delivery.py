@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pipelines.lib.errors import UsageError
 from pipelines.lib.paths import DataHome
-from pipelines.lib.preflight import UsageError
 from pipelines.lib.settings import DEFAULT_LIMITS, IngestLimits
 
 

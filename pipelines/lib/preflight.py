@@ -14,6 +14,7 @@ from pathlib import Path
 import duckdb
 
 from pipelines.lib import safe_yaml
+from pipelines.lib.errors import Unavailable, UsageError
 from pipelines.lib.fileio import causes, engine_error, full_disk, size_text
 from pipelines.lib.landing import is_day
 from pipelines.lib.paths import DataHome
@@ -21,15 +22,6 @@ from pipelines.lib.settings import INT64_MAX, whole_number
 
 # DuckDB's read_parquet and Polars' scans expand these in a path, so a home holding them reads no files.
 GLOB_CHARS = "*?[]{}"
-
-
-class UsageError(ValueError):
-    """A user's mistake, not a failure of the machine; the message says what is wrong and how to fix it."""
-
-
-class Unavailable(RuntimeError):
-    """The command could not do its job for a reason outside the user's input (exit 1): the message says
-    what held it up and what to do."""
 
 
 def check_home(home: DataHome) -> None:

@@ -14,7 +14,8 @@ import pytest
 
 from pipelines.cli.data import DEMO_RUNS_PER_DAY, DEMO_SEED
 from pipelines.lib import analytics, waste
-from synthetic_fleet.sampler import CYCLE_EPOCH, DAY_CYCLE, sample_day
+from synthetic_fleet.sampler import sample_day
+from synthetic_fleet.servers import CYCLE_EPOCH, DAY_CYCLE
 
 DAYS = [(CYCLE_EPOCH + dt.timedelta(days=i)).isoformat() for i in range(DAY_CYCLE)]
 SECOND_SEED = 7

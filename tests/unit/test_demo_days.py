@@ -5,7 +5,8 @@ import datetime as dt
 
 import polars as pl
 
-from synthetic_fleet.sampler import DAY_CYCLE, sample_day
+from synthetic_fleet.sampler import sample_day
+from synthetic_fleet.servers import DAY_CYCLE
 
 
 def _fleet(first: dt.date, hw, models) -> pl.DataFrame:

@@ -7,7 +7,8 @@ import polars as pl
 
 from pipelines.lib.landing import walk
 from synthetic_fleet import truth as truth_module
-from synthetic_fleet.sampler import STRAGGLER_SLOWDOWN, sample_day
+from synthetic_fleet.sampler import sample_day
+from synthetic_fleet.servers import STRAGGLER_SLOWDOWN
 from synthetic_fleet.writers import read_truth, truth_root, write_day
 
 DAY = "2026-11-02"

@@ -36,10 +36,10 @@ from deltalake.exceptions import CommitFailedError, TableNotFoundError
 from deltalake.transaction import AddAction
 
 from pipelines.lib.contracts import contract
+from pipelines.lib.errors import Unavailable
 from pipelines.lib.lake import locks, s3
 from pipelines.lib.lake.s3 import storage_options
 from pipelines.lib.paths import DataHome
-from pipelines.lib.preflight import Unavailable
 from pipelines.lib.settings import lake_cache_bytes
 
 PART = "part-{}.parquet"
