@@ -42,10 +42,12 @@ PYTEST_PARALLEL = -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 test: install system-deps lint
 	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL) --durations=25 --durations-path .test-durations.json
 
-# ruff: lint and format checks (the tree is formatted with `ruff format`).
+# ruff: lint and format checks (the tree is formatted with `ruff format`); import-linter: the layers and
+# no import cycles (contracts in pyproject.toml).
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache
 
 # The inner loop: every test that starts no process, server or browser, runs no big input and no whole
 # asset graph (markers from the fixtures they use); hypothesis at a fifth of its examples.

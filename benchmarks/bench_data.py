@@ -15,8 +15,8 @@ def landing_day(data: Path, fmt: str, samples: int, day: str = DAY, seed: int = 
     out = data / f"{fmt}-{samples}-{day}"
     if not (out / ".complete").exists():
         shutil.rmtree(out, ignore_errors=True)
-        from synthetic_fleet.catalog import load_hardware, load_models
         from synthetic_fleet.writers import write_fleet
+        from workload_model.catalog import load_hardware, load_models
 
         runs = max(1, round(samples / SAMPLES_PER_RUN))
         write_fleet([day], runs, seed, load_hardware(), load_models(), out, fmt=fmt)
@@ -55,10 +55,10 @@ def prometheus_day(data: Path, samples: int, day: str = DAY, seed: int = 7) -> P
     samples (cached): the fewest runs (in steps of a tenth) whose day reaches it."""
     out = data / f"openmetrics-{samples}-{day}"
     if not (out / ".complete").exists():
-        from synthetic_fleet.catalog import load_hardware, load_models
         from synthetic_fleet.exporters import exposition_samples
         from synthetic_fleet.sampler import sample_day
         from synthetic_fleet.writers import write_fleet
+        from workload_model.catalog import load_hardware, load_models
 
         hw, models = load_hardware(), load_models()
         runs = max(1, round(samples / (SAMPLES_PER_RUN * LINES_PER_SAMPLE)))

@@ -33,8 +33,8 @@ def _fleet_days(samples: int, runs_per_day: int) -> int:
 
 def run_ours(days: int, runs_per_day: int, out: Path) -> dict:
     """The product's path (`fleet synth --format parquet`): generate day by day, writing as it goes."""
-    from synthetic_fleet.catalog import load_hardware, load_models
     from synthetic_fleet.writers import write_fleet
+    from workload_model.catalog import load_hardware, load_models
 
     hw, models = load_hardware(), load_models()
     counted = {"samples": 0}
@@ -57,8 +57,8 @@ def run_baseline(days: int, runs_per_day: int, out: Path) -> dict:
     import polars as pl
     import pyarrow.parquet as pq
 
-    from synthetic_fleet.catalog import load_hardware, load_models
     from synthetic_fleet.sampler import sample_day
+    from workload_model.catalog import load_hardware, load_models
 
     hw, models = load_hardware(), load_models()
     table = pl.concat(

@@ -108,7 +108,7 @@ RSS_LIMIT_MB = 1536
 def side_ingest(args: dict) -> dict:
     from pipelines.lib.ingest import ingest_partition
     from pipelines.lib.paths import DataHome
-    from synthetic_fleet.catalog import load_hardware
+    from workload_model.catalog import load_hardware
 
     with tempfile.TemporaryDirectory(dir=args["tmp"]) as tmp:
         home = DataHome.resolve(fresh_home(Path(tmp), [Path(args["tree"])]))
@@ -123,8 +123,8 @@ def side_ingest_prometheus(args: dict) -> dict:
     """`fleet ingest` of a Prometheus export day, with the mapping that reads the synthetic exporters."""
     from pipelines.lib.ingest import ingest_partition
     from pipelines.lib.paths import DataHome
-    from synthetic_fleet.catalog import load_hardware
     from synthetic_fleet.exporters import mapping_yaml
+    from workload_model.catalog import load_hardware
 
     with tempfile.TemporaryDirectory(dir=args["tmp"]) as tmp:
         home = DataHome.resolve(fresh_home(Path(tmp), [Path(args["tree"])]))
@@ -174,7 +174,7 @@ def side_copy(args: dict) -> dict:
 def _ingested(args: dict, tmp: Path):
     from pipelines.lib.ingest import ingest_partition
     from pipelines.lib.paths import DataHome
-    from synthetic_fleet.catalog import load_hardware
+    from workload_model.catalog import load_hardware
 
     home = DataHome.resolve(fresh_home(tmp, [Path(args["tree"])]))
     ingest_partition(home, args["day"], load_hardware().platforms)
@@ -800,7 +800,7 @@ def side_split(args: dict) -> dict:
     from pipelines.lib.ingest.split import merge_day, read_slices, settle_day
     from pipelines.lib.paths import DataHome
     from pipelines.lib.settings import DEFAULT_LIMITS
-    from synthetic_fleet.catalog import load_hardware
+    from workload_model.catalog import load_hardware
 
     platforms = list(load_hardware().platforms)
     limits = DEFAULT_LIMITS
@@ -837,7 +837,7 @@ def side_lake_in_parts(args: dict) -> dict:
     from pipelines.lib.ingest.split import merge_day, read_slices, settle_day
     from pipelines.lib.paths import DataHome
     from pipelines.lib.settings import DEFAULT_LIMITS
-    from synthetic_fleet.catalog import load_hardware
+    from workload_model.catalog import load_hardware
 
     platforms = list(load_hardware().platforms)
     home = DataHome.resolve(fresh_home(Path(args["tmp"]), [Path(args["tree"])]))
@@ -895,8 +895,8 @@ def side_families(args: dict) -> dict:
 
     from pipelines.lib.recommend import Fleet, fit_correction
     from pipelines.lib.recommend_fleet import fleet_recommendations
-    from synthetic_fleet.catalog import load_hardware, load_models
     from synthetic_fleet.sampler import sample_runs
+    from workload_model.catalog import load_hardware, load_models
 
     hw, models = load_hardware(), load_models()
     runs = sample_runs(DAY, args["families"], 7, hw, models).with_columns(

@@ -8,7 +8,7 @@ import html
 import polars as pl
 
 from dashboards.fit_charts import best_per_platform
-from synthetic_fleet import fields
+from workload_model import fields
 
 TABLE_III = ("cpu", "big_basin")  # the paper's Table III compares these two
 

@@ -9,7 +9,8 @@ import polars as pl
 def model_views() -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """What-if sweeps (test suite), placement comparison, calibration table and the paper's Table III
     setting (each production model's CPU baseline against one Big Basin), from the workload model."""
-    from synthetic_fleet.calibration import (
+    from synthetic_fleet.sampler import default_fleet
+    from workload_model.calibration import (
         evaluate,
         load_targets,
         predict,
@@ -17,8 +18,8 @@ def model_views() -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFram
         suite_row,
         system,
     )
-    from synthetic_fleet.catalog import load_hardware, load_models
-    from synthetic_fleet.model import DEFAULT
+    from workload_model.catalog import load_hardware, load_models
+    from workload_model.model import DEFAULT
 
     hw, models = load_hardware(), load_models()
     grid = {
@@ -56,7 +57,7 @@ def model_views() -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFram
     placements = predict(prow, hw, DEFAULT).select(
         "model_name", "platform", "placement", "throughput_eps", "bottleneck", "fits"
     )
-    results = evaluate(DEFAULT, hw, models)
+    results = evaluate(DEFAULT, hw, models, fleet=default_fleet())
     targets = load_targets()
     cal = pl.DataFrame(
         [

@@ -232,7 +232,7 @@ def gather(home: DataHome, first: str | None = None, last: str | None = None) ->
     explorer = _explorer(runs, stats, len(days))
     views = cache.package_frames(  # the model's views change only with its code and built-in catalogs
         "model_views",
-        cache.code_version("synthetic_fleet", "dashboards"),
+        cache.code_version("workload_model", "synthetic_fleet", "dashboards"),
         lambda: dict(zip(("sweeps", "placements", "calibration", "table_iii"), model_views(), strict=True)),
     )
     sweeps, placements, cal = views["sweeps"], views["placements"], views["calibration"]

@@ -85,7 +85,7 @@ DAY_INPUTS = "fleet/day_inputs"  # tag: what a day's run read (landing files, co
 MERGE_INPUTS = "fleet/merge_inputs"  # tag: what a merge run read (every landing day's inputs, code)
 MERGED = "fleet/merge"  # tag: the run merged the days into the unpartitioned analyses, catalog and report
 # The code a day's outputs depend on; the report's code counts for the merge run too.
-DAY_CODE = ("pipelines", "sql", "schemas", "synthetic_fleet")
+DAY_CODE = ("pipelines", "sql", "schemas", "workload_model", "synthetic_fleet")
 
 
 def day_inputs(home: DataHome, days: Sequence[str]) -> dict[str, str]:

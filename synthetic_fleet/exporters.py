@@ -31,9 +31,9 @@ import numpy as np
 import polars as pl
 
 from pipelines.lib import fileio
-from synthetic_fleet.catalog import HardwareCatalog
 from synthetic_fleet.sampler import DayFleet
 from synthetic_fleet.servers import SAMPLE_INTERVAL_S
+from workload_model.catalog import HardwareCatalog
 
 NAMESPACE = "dlrm"
 REPLICA = {"trainer": "worker", "sparse_ps": "ps", "dense_ps": "densePS", "reader": "reader"}

@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 import polars as pl
 
-from synthetic_fleet import defaults, fields
-from synthetic_fleet.catalog import HardwareCatalog, ModelSpec
-from synthetic_fleet.model import MODELLED, ROLES, predict_frame
-from synthetic_fleet.model_inputs import required_gb
-from synthetic_fleet.quality import normalized_entropy
-from synthetic_fleet.servers import SAMPLE_INTERVAL_S, day_rng, server_draws
+from synthetic_fleet.servers import CYCLE_EPOCH, SAMPLE_INTERVAL_S, day_rng, server_draws
 from synthetic_fleet.truth import WasteTruth, waste_truth
+from workload_model import defaults, fields
+from workload_model.catalog import HardwareCatalog, ModelSpec, load_hardware, load_models
+from workload_model.model import MODELLED, ROLES, predict_frame
+from workload_model.model_inputs import required_gb
+from workload_model.quality import normalized_entropy
 
 PLATFORM_SHARES = {"cpu": 0.6, "big_basin": 0.25, "zion": 0.15}
 CPU_TRAINER_COUNTS = np.array([4, 8, 12, 16, 20, 24, 32, 48])
@@ -301,3 +302,17 @@ def sample_day(
     if truth:
         made = waste_truth(runs, seed, day, hw)
     return DayFleet(day=day, runs=runs.select(landing_cols), samples=samples, truth=made)
+
+
+@lru_cache(maxsize=4)
+def default_fleet(
+    seed: int = 2021, days: int = 5, runs_per_day: int = 110
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The demo's fleet (same defaults as `fleet demo`): runs and samples of every day (the fleet the
+    calibration's fleet-shape targets are measured on)."""
+    hw, models = load_hardware(), load_models()
+    fleets = [
+        sample_day(str(CYCLE_EPOCH + dt.timedelta(days=i)), runs_per_day, seed, hw, models)
+        for i in range(days)
+    ]
+    return pl.concat([f.runs for f in fleets]), pl.concat([f.samples for f in fleets])

@@ -10,8 +10,8 @@ import hashlib
 import numpy as np
 import polars as pl
 
-from synthetic_fleet.catalog import HardwareCatalog
-from synthetic_fleet.model import MODELLED
+from workload_model.catalog import HardwareCatalog
+from workload_model.model import MODELLED
 
 SAMPLE_INTERVAL_S = 300
 ROLE_NOISE = {"trainer": 0.015, "sparse_ps": 0.06, "dense_ps": 0.05, "reader": 0.04}  # sample-to-sample

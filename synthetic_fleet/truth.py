@@ -18,10 +18,10 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from synthetic_fleet import fields
-from synthetic_fleet.catalog import HardwareCatalog
-from synthetic_fleet.model import ROLES, UTIL_RESOURCES, predict_frame
 from synthetic_fleet.servers import day_rng, server_draws
+from workload_model import fields
+from workload_model.catalog import HardwareCatalog
+from workload_model.model import ROLES, UTIL_RESOURCES, predict_frame
 
 ROLE_COUNTS = dict(zip(ROLES, fields.SERVER_COUNTS, strict=True))  # role -> its count column in runs
 P95 = 0.95
@@ -42,7 +42,7 @@ def definitions() -> dict[str, float]:
     """The thresholds the truth shares with the analysis: the contracts' defaults and the recommender's
     saturation share (what "no throughput lost" means)."""
     from pipelines.lib.contracts import contract
-    from synthetic_fleet.sizing import SATURATION
+    from workload_model.sizing import SATURATION
 
     return {
         "target_p95_util": float(contract("run_efficiency").parameters["target_p95_util"]),

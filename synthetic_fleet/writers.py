@@ -14,10 +14,10 @@ from pathlib import Path
 import polars as pl
 
 from pipelines.lib import fileio
-from synthetic_fleet.catalog import HardwareCatalog, ModelSpec
 from synthetic_fleet.exporters import write_exporters
 from synthetic_fleet.sampler import DayFleet, sample_day
 from synthetic_fleet.truth import WasteTruth
+from workload_model.catalog import HardwareCatalog, ModelSpec
 
 FORMATS = ("jsonl", "csv", "parquet", "openmetrics")  # openmetrics: as the exporters show it (exporters.py)
 TRUTH_FILES = {"servers": "waste_truth_servers.parquet", "roles": "waste_truth_roles.parquet"}

@@ -18,7 +18,6 @@ import pytest
 
 from pipelines.cli import main
 from pipelines.lib.paths import DataHome
-from synthetic_fleet.catalog import load_hardware, load_models
 from synthetic_fleet.sampler import sample_day
 from synthetic_fleet.writers import write_day
 from tests.support import cli
@@ -27,6 +26,7 @@ from tests.support.browser import chromium_path
 from tests.support.homes import DAY, materialize_all, run_night
 from tests.support.hypo import FAST  # noqa: F401  (loads the tier's hypothesis profile)
 from tests.support.servers import REDIS_PASSWORD, postgresql, redis, seaweedfs
+from workload_model.catalog import load_hardware, load_models
 
 pytest_plugins = ["tests.support.tiers"]
 

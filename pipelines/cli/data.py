@@ -55,8 +55,8 @@ def synthesize(
 ) -> dict:
     """Write a synthetic fleet into landing folder ``out`` from ``home``'s catalogs (with ``truth``, the
     sampler's truth of the waste it made beside it, in truth/); returns counts."""
-    from synthetic_fleet.catalog import load_hardware, load_models
     from synthetic_fleet.writers import truth_root, write_fleet
+    from workload_model.catalog import load_hardware, load_models
 
     home_catalog = home.user_catalog_dir
     hw, models = load_hardware(home_catalog / "hardware.yaml"), load_models(home_catalog / "models.yaml")
@@ -312,7 +312,7 @@ def _install_mapping(home: DataHome, given: str) -> None:
     """Check a mapping file and keep it as the data home's."""
     from pipelines.lib import fileio, safe_yaml
     from pipelines.lib.prometheus.mapping import MappingError, build, user_file
-    from synthetic_fleet.catalog import load_hardware
+    from workload_model.catalog import load_hardware
 
     path = Path(given)
     if not path.is_file():
@@ -353,7 +353,7 @@ def _ingest_prometheus(args: argparse.Namespace, home: DataHome, path: Path | No
 def _pull(url: str, home: DataHome, days: list[str], page_minutes: int) -> None:
     from pipelines.lib.prometheus.mapping import load_mapping
     from pipelines.lib.prometheus.pull import Client, PullError, pull_day
-    from synthetic_fleet.catalog import load_hardware
+    from workload_model.catalog import load_hardware
 
     mapping = load_mapping(home, frozenset(load_hardware(home.user_catalog_dir / "hardware.yaml").platforms))
     client = Client(url)

@@ -17,13 +17,14 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from pipelines.lib import benchmarks
-    from synthetic_fleet import components
-    from synthetic_fleet.calibration import evaluate
-    from synthetic_fleet.coefficients import DEFAULT, coefficient_docs
+    from synthetic_fleet.sampler import default_fleet
+    from workload_model import components
+    from workload_model.calibration import evaluate
+    from workload_model.coefficients import DEFAULT, coefficient_docs
 
     if args.fit:
         return _fit_to_lake(args)
-    results = evaluate(DEFAULT)
+    results = evaluate(DEFAULT, fleet=default_fleet())
     public = benchmarks.evaluate(DEFAULT)
     parts = components.evaluate(DEFAULT)
     failed = [r for r in (*results, *public.checks, *parts) if not r.passed]
@@ -69,7 +70,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 def _fit_to_lake(args: argparse.Namespace) -> int:
     """`fleet calibrate --fit`: fit, leave-one-platform-out error, stored in the data home."""
     from pipelines.lib.fit import fit_path, run_fit
-    from synthetic_fleet.catalog import load_hardware, load_models
+    from workload_model.catalog import load_hardware, load_models
 
     home = DataHome.resolve(args.home)
     hw = load_hardware(home.user_catalog_dir / "hardware.yaml", lenient=True)
@@ -186,8 +187,8 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     from pipelines.lib import lake
     from pipelines.lib.fit import load_fit
     from pipelines.lib.workload import INPUT_ERRORS, assumed_line, build
-    from synthetic_fleet.catalog import load_hardware, load_models
-    from synthetic_fleet.whatif import ask, coerce, parse_setting, pick_platforms, utilisation_table
+    from workload_model.catalog import load_hardware, load_models
+    from workload_model.whatif import ask, coerce, parse_setting, pick_platforms, utilisation_table
 
     home = DataHome.resolve(args.home)
     settings = list(args.set or []) + ([f"n_trainers={args.servers}"] if args.servers else [])

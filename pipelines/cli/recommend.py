@@ -30,8 +30,8 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     from pipelines.lib.recommend import recommend
     from pipelines.lib.recommend_fleet import cached_correction, observed
     from pipelines.lib.workload import INPUT_ERRORS, assumed_line, build
-    from synthetic_fleet.catalog import load_hardware, load_models
-    from synthetic_fleet.whatif import pick_platforms
+    from workload_model.catalog import load_hardware, load_models
+    from workload_model.whatif import pick_platforms
 
     home = DataHome.resolve(args.home)
     settings = list(args.set or []) + ([f"n_trainers={args.servers}"] if args.servers else [])
@@ -112,7 +112,7 @@ def _print_others(others: pl.DataFrame) -> None:
 def _others(res: pl.DataFrame, objective: str) -> pl.DataFrame:
     """The options not recommended, one line each: the figures of their explanation, and what limits them
     (a bottleneck, docs: "Hardware-fit recommendations") or why they do not fit."""
-    from synthetic_fleet.alternatives import thousands
+    from workload_model.alternatives import thousands
 
     score = pl.col("p50_throughput_eps" if objective == "throughput" else "eps_per_w")
     best = score.filter(pl.col("recommended")).first()

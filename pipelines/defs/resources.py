@@ -11,7 +11,7 @@ from pipelines.lib.paths import DataHome
 from pipelines.lib.procs import this_worker
 from pipelines.lib.settings import IngestLimits
 from pipelines.runs import WORKER_TAG
-from synthetic_fleet.catalog import HardwareCatalog, ModelSpec, load_hardware, load_models
+from workload_model.catalog import HardwareCatalog, ModelSpec, load_hardware, load_models
 
 
 class FleetHome(dg.ConfigurableResource):

@@ -21,7 +21,7 @@ import polars as pl
 
 from pipelines.lib import fileio
 from pipelines.lib.paths import DataHome
-from synthetic_fleet.catalog import register_platforms
+from workload_model.catalog import with_platforms
 
 PAI_EPOCH = dt.datetime(2020, 1, 1, tzinfo=dt.UTC)  # the trace's times are shifted seconds; 2020 = trace year
 # "worker-like" task names are trainers; `tensorflow` is a single-task TF training job. PAI has no reader
@@ -387,7 +387,8 @@ def _by_day(runs: pl.DataFrame) -> dict[str, pl.DataFrame]:
 def deliver(adapted: Adapted, home: DataHome) -> list[str]:
     """Write the adapted runs as landing/<source>/<day>/runs.parquet and register the hardware; returns
     the days."""
-    register_platforms(home.user_catalog_dir / "hardware.yaml", adapted.platforms)
+    catalog = home.user_catalog_dir / "hardware.yaml"
+    fileio.write_text(catalog, with_platforms(catalog, adapted.platforms))
     for day, frame in adapted.runs_by_day.items():
         buf = io.BytesIO()
         frame.write_parquet(buf)

@@ -19,8 +19,8 @@ from pipelines.lib.partials import PartialCache, part_id, partial_digest, runs_d
 from pipelines.lib.paths import DataHome
 from pipelines.lib.settings import DEFAULT_LIMITS
 from pipelines.lib.sqlfiles import sql_text
-from synthetic_fleet.catalog import HardwareCatalog
-from synthetic_fleet.model import fit_frame
+from workload_model.catalog import HardwareCatalog
+from workload_model.model import fit_frame
 
 
 def n_bins() -> int:

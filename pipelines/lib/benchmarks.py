@@ -25,9 +25,9 @@ import numpy as np
 import polars as pl
 
 from pipelines.lib.fit import fit_coefficients
-from synthetic_fleet import defaults
-from synthetic_fleet.catalog import HardwareCatalog, ModelSpec, load_hardware, load_models
-from synthetic_fleet.model import DEFAULT, Coefficients, predict_frame
+from workload_model import defaults
+from workload_model.catalog import HardwareCatalog, ModelSpec, load_hardware, load_models
+from workload_model.model import DEFAULT, Coefficients, predict_frame
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "mlperf_training_dlrm" / "mlperf_dlrm_runs.csv"
@@ -50,7 +50,7 @@ FITTED = (
 )
 WITHIN, MEDIAN_WITHIN, SPEARMAN_MIN, SCALING_WITHIN = 1.5, 1.2, 0.9, 1.3
 # A planner who describes the hardware and the model but not the software: each system then runs its
-# platform's current default stack (synthetic_fleet/stack.py), and must still be within this factor.
+# platform's current default stack (workload_model/stack.py), and must still be within this factor.
 UNSTATED_WITHIN = 2.0
 # Multi-node scaling pairs (many nodes, one node of the same kind).
 SCALING = (

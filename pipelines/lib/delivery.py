@@ -87,7 +87,7 @@ def ingest_days(
     from pipelines.lib.ingest.dedupe import dependent_days, dependent_note
     from pipelines.lib.volume import failing
     from pipelines.lib.warehouse import publish_catalog
-    from synthetic_fleet.catalog import load_hardware
+    from workload_model.catalog import load_hardware
 
     days = list(days)
     # days that kept out deliveries as accepted on one of these: read again after them, one at a time

@@ -23,8 +23,8 @@ import polars as pl
 
 from pipelines.lib import fileio
 from pipelines.lib.paths import DataHome
-from synthetic_fleet.catalog import HardwareCatalog, ModelSpec
-from synthetic_fleet.model import DEFAULT, Coefficients, predict_frame
+from workload_model.catalog import HardwareCatalog, ModelSpec
+from workload_model.model import DEFAULT, Coefficients, predict_frame
 
 MAX_FITTED = 6  # coefficients one fit moves at most (a handful of shared physics, not one per platform)
 MIN_ELASTICITY = 0.05  # median |d log throughput / d log coefficient| a coefficient needs to be fitted

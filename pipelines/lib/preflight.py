@@ -60,7 +60,7 @@ def check_user_catalogs(home: DataHome, lenient: bool = False) -> None:
     themselves must be readable: an invalid entry is left out by the command, which names it, and the other
     entries stay usable."""
     from pipelines.lib.prometheus.mapping import MappingError, load_mapping, user_file
-    from synthetic_fleet.catalog import CatalogError, load_hardware, load_models
+    from workload_model.catalog import CatalogError, load_hardware, load_models
 
     for name, section in (("hardware.yaml", "platforms"), ("models.yaml", "models")):
         path = home.user_catalog_dir / name

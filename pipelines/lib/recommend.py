@@ -1,7 +1,7 @@
 """Hardware-fit recommendations: every platform x placement for a workload, with fit, a P10/P50/P90
 throughput band, throughput per watt, the bottleneck, a counterfactual, and the choice under an objective.
 
-The analytical model (synthetic_fleet.model) predicts. A scikit-learn model fitted on the observed fleet's
+The analytical model (workload_model.model) predicts. A scikit-learn model fitted on the observed fleet's
 runs may correct it (log residuals); its error is measured by cross-validation grouped by workload (leave
 one model family out), and it is applied only to the options where it beats the analytical model there.
 The P10-P90 band is conformal: the 10th and 90th percentiles of held-out log residuals of the prediction
@@ -21,11 +21,11 @@ import numpy as np
 import polars as pl
 
 from pipelines.lib.recommend_text import GROUP, explain, too_close
-from synthetic_fleet import alternatives, fields
-from synthetic_fleet.bottlenecks import BOTTLENECKS
-from synthetic_fleet.catalog import HardwareCatalog
-from synthetic_fleet.model import DEFAULT, Coefficients, predict_frame, throughput_draws
-from synthetic_fleet.sizing import size_servers, system_row
+from workload_model import alternatives, fields
+from workload_model.bottlenecks import BOTTLENECKS
+from workload_model.catalog import HardwareCatalog
+from workload_model.model import DEFAULT, Coefficients, predict_frame, throughput_draws
+from workload_model.sizing import size_servers, system_row
 
 OBJECTIVES = ("throughput", "perf_per_watt")
 MIN_RUNS = 60  # fewer observed runs than this: no correction model
@@ -282,9 +282,9 @@ def candidates(
     coef: Coefficients = DEFAULT,
 ) -> pl.DataFrame:
     """One system per modelled platform x placement, built and sized as `fleet whatif` builds them
-    (synthetic_fleet.sizing): the server counts the workload's settings give (``system``) are kept; CPU
+    (workload_model.sizing): the server counts the workload's settings give (``system``) are kept; CPU
     trainers are otherwise as the fleet runs this model (else its production CPU setup, else the CPU default
-    of synthetic_fleet.defaults); every other tier is sized by its binding constraint."""
+    of workload_model.defaults); every other tier is sized by its binding constraint."""
     return _sized(_candidate_rows(workload, hw, fleet, platforms), hw, coef)
 
 
@@ -478,7 +478,7 @@ ALT = ("_alt_eps", "_alt_on", "_alt_labels")  # each option under each alternati
 def _assumed(
     cand: pl.DataFrame, p50: np.ndarray, used: np.ndarray, hw: HardwareCatalog, coef: Coefficients
 ) -> pl.DataFrame:
-    """Each option under the alternatives to its defaulted software (synthetic_fleet.alternatives), scaled
+    """Each option under the alternatives to its defaulted software (workload_model.alternatives), scaled
     as its own answer is (the fleet correction's factor where it is applied): the range and its text, and
     the scenarios for ranked_of's flips."""
     alt = alternatives.evaluate(cand, p50, hw, coef)

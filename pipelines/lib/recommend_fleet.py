@@ -20,10 +20,10 @@ from pipelines.lib.recommend import (
     options_of,
     ranked_of,
 )
-from synthetic_fleet import fields
-from synthetic_fleet.catalog import HardwareCatalog, ModelSpec
-from synthetic_fleet.model import DEFAULT, Coefficients
-from synthetic_fleet.sizing import workload_of_model
+from workload_model import fields
+from workload_model.catalog import HardwareCatalog, ModelSpec
+from workload_model.model import DEFAULT, Coefficients
+from workload_model.sizing import workload_of_model
 
 
 def fleet_workloads(fleet: Fleet, models: dict[str, ModelSpec]) -> dict[str, dict[str, Any]]:
@@ -138,7 +138,7 @@ def cached_correction(home, hw: HardwareCatalog) -> tuple[Fleet, Correction, Coe
     version = cache.key(
         cache.lake_version(home, ["runs"]),
         cache.files_version([home.user_catalog_dir / "hardware.yaml", fit_path(home)]),
-        cache.code_version("synthetic_fleet", "pipelines/lib", "schemas"),
+        cache.code_version("workload_model", "synthetic_fleet", "pipelines/lib", "schemas"),
         f"sklearn {sklearn.__version__} numpy {numpy.__version__}",
     )
 
@@ -159,13 +159,13 @@ def fleet_recommendations_cached(home, hw: HardwareCatalog) -> tuple[pl.DataFram
     from pipelines.lib import cache
     from pipelines.lib.contracts import contract
     from pipelines.lib.fit import fit_path
-    from synthetic_fleet.catalog import load_models
+    from workload_model.catalog import load_models
 
     models_path = home.user_catalog_dir / "models.yaml"
     version = cache.key(
         cache.lake_version(home, ["runs"]),
         cache.files_version([home.user_catalog_dir / "hardware.yaml", models_path, fit_path(home)]),
-        cache.code_version("synthetic_fleet", "pipelines/lib", "schemas"),
+        cache.code_version("workload_model", "synthetic_fleet", "pipelines/lib", "schemas"),
     )
     computed = []
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import polars as pl
 
-from synthetic_fleet.alternatives import thousands
-from synthetic_fleet.bottlenecks import BOTTLENECKS
+from workload_model.alternatives import thousands
+from workload_model.bottlenecks import BOTTLENECKS
 
 GROUP = "_w"  # which of the workloads a row of a batch answers
 

@@ -33,10 +33,10 @@ from pipelines.lib import analytics, lake
 from pipelines.lib.contracts import contract, resources
 from pipelines.lib.paths import DataHome
 from pipelines.lib.sqlfiles import sql_text
-from synthetic_fleet import fields
-from synthetic_fleet.catalog import HardwareCatalog, ModelSpec
-from synthetic_fleet.model import ROLES, UTIL_RESOURCES, predict_frame
-from synthetic_fleet.sizing import SATURATION, batch_on, size_servers, workload_of_model
+from workload_model import fields
+from workload_model.catalog import HardwareCatalog, ModelSpec
+from workload_model.model import ROLES, UTIL_RESOURCES, predict_frame
+from workload_model.sizing import SATURATION, batch_on, size_servers, workload_of_model
 
 ROLE_COUNTS = dict(zip(ROLES, fields.SERVER_COUNTS, strict=True))  # role -> its count column in runs
 SLACK = 1e-9  # float noise when a scaled p95 lands exactly on its limit
@@ -682,7 +682,7 @@ def answer(
     if target_p95_util is None:
         efficiency = read_days(home, "run_efficiency", days)
     else:
-        from synthetic_fleet.catalog import load_hardware, load_models
+        from workload_model.catalog import load_hardware, load_models
 
         hw = load_hardware(home.user_catalog_dir / "hardware.yaml")
         models = load_models(home.user_catalog_dir / "models.yaml")

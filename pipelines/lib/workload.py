@@ -1,10 +1,10 @@
 """Workloads for `fleet whatif` and `fleet recommend`: a catalog model, a workload file (YAML or JSON) or
 an observed run, then ``FIELD=VALUE`` overrides. Every value is checked against its type and bounds (the
-runs contract, see synthetic_fleet/fields.py); an error names the field and the bound, and the CLI prints
+runs contract, see workload_model/fields.py); an error names the field and the bound, and the CLI prints
 it (exit 2).
 
 A workload is a dict of the runs contract's workload fields plus the model-only fields, how to pick its
-batch on a platform (synthetic_fleet.sizing.batch_on): ``batch_map`` (platform -> batch), else
+batch on a platform (workload_model.sizing.batch_on): ``batch_map`` (platform -> batch), else
 ``batch_cpu`` (per CPU trainer) or ``batch_gpu`` (global batch of one GPU server), else the platform kind's
 default; and ``system``: the server counts (and GPUs per server) asked for.
 """
@@ -18,10 +18,10 @@ import polars as pl
 import yaml
 
 from pipelines.lib import safe_yaml
-from synthetic_fleet import defaults, fields
-from synthetic_fleet.catalog import CatalogError, load_models
-from synthetic_fleet.sizing import workload_of_model
-from synthetic_fleet.whatif import (
+from workload_model import defaults, fields
+from workload_model.catalog import CatalogError, load_models
+from workload_model.sizing import workload_of_model
+from workload_model.whatif import (
     WhatIfError,
     apply_settings,
     coerce,
@@ -106,7 +106,7 @@ def assumed_line(workload: dict[str, Any]) -> str | None:
         return None
     return (
         "not in the workload file, so taken as (shape: the MLPerf DLRM reference with the file's fields "
-        "applied, synthetic_fleet/defaults.py): " + ", ".join(f"{k}={v}" for k, v in taken.items())
+        "applied, workload_model/defaults.py): " + ", ".join(f"{k}={v}" for k, v in taken.items())
     )
 
 
@@ -137,7 +137,7 @@ def from_run(runs: pl.DataFrame, run_id: str) -> dict[str, Any]:
 
 def with_settings(workload: dict[str, Any], settings: list[str]) -> dict[str, Any]:
     """The workload with ``FIELD=VALUE`` overrides (checked; shape kept consistent, see
-    synthetic_fleet.whatif.apply_settings); ``batch_size`` sets the batch on every platform; server counts
+    workload_model.whatif.apply_settings); ``batch_size`` sets the batch on every platform; server counts
     and GPUs per server go to ``system`` (the counts every option then keeps)."""
     parsed = {k: coerce(k, v) for k, v in (parse_setting(x) for x in settings)}
     asked, system = split_settings(parsed)

@@ -8,7 +8,7 @@ from typing import Any
 
 from pipelines.lib.prometheus import mapping
 from pipelines.reference.md import cell, code, page, prose, table
-from synthetic_fleet import catalog, fields
+from workload_model import catalog, fields
 
 INTRO = """\
 Three catalogs a team may extend in its data home: the hardware catalog (`<data home>/catalog/hardware.yaml`,

@@ -13,9 +13,9 @@ from pipelines.cli import main
 from pipelines.lib import lake
 from pipelines.lib.recommend import Fleet, fit_correction, recommend
 from pipelines.lib.recommend_fleet import never_ran, observed
-from synthetic_fleet.calibration import default_fleet
-from synthetic_fleet.sizing import workload_of_model
-from synthetic_fleet.whatif import ask
+from synthetic_fleet.sampler import default_fleet
+from workload_model.sizing import workload_of_model
+from workload_model.whatif import ask
 
 
 def _json(capsys, argv):
@@ -258,7 +258,7 @@ def test_report_compares_cpu_and_big_basin_in_the_papers_setting_or_says_what_di
 
 
 def test_readers_are_sized_by_what_the_trainers_consume(hw, models):
-    from synthetic_fleet.model import DEFAULT
+    from workload_model.model import DEFAULT
 
     rows = ask(models["M1prod"], ["big_basin", "zion"], "gpu_hbm", hw, {}).rows
     need = np.ceil(rows["throughput_eps"] * rows["input_bytes_per_example"] / (DEFAULT.reader_gbps * 1e9))

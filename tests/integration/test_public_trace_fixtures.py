@@ -5,8 +5,8 @@ import polars as pl
 
 from pipelines.lib import adapters, lake
 from pipelines.lib.ingest import ingest_partition
-from synthetic_fleet.catalog import load_hardware
 from tests.support.homes import MLPERF_SLICE, PAI_SLICE
+from workload_model.catalog import load_hardware
 
 
 def test_pai_slice_maps_jobs_roles_and_machines():

@@ -15,7 +15,7 @@ from pipelines.lib.ingest import ingest_partition
 from pipelines.lib.paths import PROJECT_ROOT
 from pipelines.lib.sqlfiles import sql_text
 from pipelines.lib.warehouse import publish_catalog
-from synthetic_fleet.catalog import load_hardware
+from workload_model.catalog import load_hardware
 
 REALDATA = PROJECT_ROOT.parent / "shared" / "realdata"
 PAI = REALDATA / "alibaba_pai_gpu_v2020"

@@ -9,8 +9,8 @@ import pytest
 from pipelines.cli import main
 from pipelines.lib.recommend import OBJECTIVES, Fleet, fit_correction, recommend
 from pipelines.lib.recommend_fleet import fleet_recommendations, fleet_workloads, observed
-from synthetic_fleet.calibration import default_fleet
-from synthetic_fleet.sizing import workload_of_model
+from synthetic_fleet.sampler import default_fleet
+from workload_model.sizing import workload_of_model
 
 
 @pytest.fixture(scope="module")

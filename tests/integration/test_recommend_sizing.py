@@ -10,9 +10,10 @@ import yaml
 
 from pipelines.cli import main
 from pipelines.lib.recommend import Fleet, _band, fit_correction, recommend
-from synthetic_fleet.calibration import default_fleet, predict
-from synthetic_fleet.model import DEFAULT
-from synthetic_fleet.sizing import AMPLE_READERS, workload_of_model
+from synthetic_fleet.sampler import default_fleet
+from workload_model.calibration import predict
+from workload_model.model import DEFAULT
+from workload_model.sizing import AMPLE_READERS, workload_of_model
 
 
 @pytest.fixture(scope="module")

@@ -66,8 +66,8 @@ def test_pai_parameter_servers_are_held_but_not_judged_without_utilisation(home,
     analysis calls none of its parameter servers oversized, and says they were not judged."""
     from pipelines.lib import adapters, analytics, waste
     from pipelines.lib.ingest import ingest_partition
-    from synthetic_fleet.catalog import load_hardware
     from tests.support.homes import PAI_SLICE
+    from workload_model.catalog import load_hardware
 
     days = adapters.deliver(adapters.adapt_pai(PAI_SLICE), home)
     platforms = load_hardware(home.user_catalog_dir / "hardware.yaml")

@@ -71,7 +71,7 @@ def test_objectives_that_recommend_different_options_keep_a_card_each():
 
 def test_no_recommendations_says_why_runs_from_telemetry_give_none():
     from dashboards.cards import why_no_recommendations
-    from synthetic_fleet import fields
+    from workload_model import fields
 
     assert "they need runs in the lake" in why_no_recommendations(pl.DataFrame())
     shape = {c: [None, None] for c in fields.numeric_features()}

@@ -17,7 +17,7 @@ def _fleet(first: dt.date, hw, models) -> pl.DataFrame:
 
 
 def test_any_window_of_the_cycle_holds_the_same_fleet(hw, models):
-    calibration_window = _fleet(dt.date(2026, 11, 1), hw, models)  # synthetic_fleet.calibration.default_fleet
+    calibration_window = _fleet(dt.date(2026, 11, 1), hw, models)  # synthetic_fleet.sampler.default_fleet
     for first in (dt.date(2026, 11, 27), dt.date(2027, 2, 28), dt.date(2031, 7, 4)):
         assert _fleet(first, hw, models).equals(calibration_window)
 

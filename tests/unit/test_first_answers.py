@@ -9,8 +9,8 @@ import pytest
 
 from pipelines.cli import hints
 from pipelines.lib.workload import assumed_line, from_config
-from synthetic_fleet import defaults
-from synthetic_fleet.alternatives import thousands
+from workload_model import defaults
+from workload_model.alternatives import thousands
 
 
 def test_a_partial_workload_file_starts_from_the_reference_shape_and_says_so(tmp_path):

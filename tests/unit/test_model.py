@@ -6,9 +6,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from synthetic_fleet import components
-from synthetic_fleet.calibration import POWER_RATIO, predict, suite_row, system
-from synthetic_fleet.coefficients import DEFAULT, Coefficients, coefficient_docs
+from workload_model import components
+from workload_model.calibration import POWER_RATIO, predict, suite_row, system
+from workload_model.coefficients import DEFAULT, Coefficients, coefficient_docs
 
 
 def _one(hw, row):
@@ -131,7 +131,7 @@ def test_a_tier_without_servers_is_not_a_constraint_and_no_infinity_leaks(hw, mo
 def test_gpu_platforms_without_links_fall_back_to_pcie(hw, models):
     from dataclasses import replace
 
-    from synthetic_fleet.catalog import HardwareCatalog
+    from workload_model.catalog import HardwareCatalog
 
     def with_box(gpus: int) -> HardwareCatalog:
         box = replace(hw.platforms["big_basin"], name="box", gpus=gpus, gpu_link_gb_per_s=0)
@@ -152,7 +152,7 @@ def test_gpu_platforms_without_links_fall_back_to_pcie(hw, models):
 
 def test_recommender_ignores_runs_without_throughput(hw):
     from pipelines.lib.recommend import Fleet, fit_correction
-    from synthetic_fleet.calibration import default_fleet
+    from synthetic_fleet.sampler import default_fleet
 
     runs, _ = default_fleet()
     runs = runs.with_columns(
@@ -168,7 +168,7 @@ def test_recommender_ignores_runs_without_throughput(hw):
 def test_per_example_quantities_once_per_shape_equal_them_row_by_row(hw, models):
     # Sizing searches evaluate a few workload shapes on many systems: computed once per shape and gathered
     # back, every row's quantities are bit-identical to computing them row by row.
-    from synthetic_fleet import model_inputs as model
+    from workload_model import model_inputs as model
 
     rows = [
         system(models[m], p, placement, n_trainers=n, batch_size=b)
@@ -192,7 +192,7 @@ def test_throughput_draws_equal_one_prediction_per_coefficient_set(hw, models):
     # to predict_frame under it, rows that do not fit included (NaN for none).
     from dataclasses import replace
 
-    from synthetic_fleet.model import WORKLOAD_COEFFICIENTS, predict_frame, throughput_draws
+    from workload_model.model import WORKLOAD_COEFFICIENTS, predict_frame, throughput_draws
 
     rows = [
         system(models[m], p, pl_)

@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from synthetic_fleet import defaults, fields
-from synthetic_fleet.catalog import hardware_fields, load_models
-from synthetic_fleet.coefficients import Coefficients, UtilisationShape
+from workload_model import defaults, fields
+from workload_model.catalog import hardware_fields, load_models
+from workload_model.coefficients import Coefficients, UtilisationShape
 
 ROOT = Path(__file__).resolve().parents[2]
 OWNED = [
+    *sorted((ROOT / "workload_model").glob("*.py")),
     *sorted((ROOT / "synthetic_fleet").glob("*.py")),
     ROOT / "pipelines" / "lib" / "recommend.py",
     ROOT / "pipelines" / "lib" / "workload.py",
@@ -41,7 +42,7 @@ def test_calibrate_marks_the_targets_that_pass_by_construction(calibrate_answers
 def test_no_function_in_the_model_is_longer_than_80_lines():
     long = {}
     for name in ("model.py", "model_inputs.py", "stages.py"):  # the model, its inputs and its stages
-        tree = ast.parse((ROOT / "synthetic_fleet" / name).read_text())
+        tree = ast.parse((ROOT / "workload_model" / name).read_text())
         long |= {
             f"{name}:{n.name}": n.end_lineno - n.lineno + 1
             for n in ast.walk(tree)
@@ -52,7 +53,7 @@ def test_no_function_in_the_model_is_longer_than_80_lines():
 
 def test_every_factor_of_the_model_is_named():
     """Utilisation and power use no bare numeric factors: they live in Coefficients or UtilisationShape."""
-    src = (ROOT / "synthetic_fleet" / "model.py").read_text()
+    src = (ROOT / "workload_model" / "model.py").read_text()
     tree = ast.parse(src)
     for fn in ("_utilisation", "_trainer_utilisation", "_server_utilisation", "_power"):
         node = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == fn)
@@ -66,7 +67,7 @@ def test_every_factor_of_the_model_is_named():
 
 
 def test_defaults_have_one_home():
-    """alpha, the CPU system (4 sparse PS) and batch 512 are defined only in synthetic_fleet/defaults.py."""
+    """alpha, the CPU system (4 sparse PS) and batch 512 are defined only in workload_model/defaults.py."""
     patterns = [
         r"lookup_power_law_alpha\W+1\.\d",
         r"nan=1\.[1-9]",
@@ -101,7 +102,7 @@ def test_hardware_fields_are_documented_once_with_units():
             assert spec.get("unit"), name
         if spec["model"] == "optional":
             assert "default" in spec, name
-    from synthetic_fleet.catalog import Platform
+    from workload_model.catalog import Platform
 
     assert set(schema) - {"description", "source", "placements"} <= set(Platform.__dataclass_fields__)
 
@@ -110,7 +111,7 @@ def test_no_references_outside_the_repository():
     for path in [
         *OWNED,
         ROOT / "schemas" / "catalog" / "hardware.yaml",
-        *(ROOT / "synthetic_fleet" / "catalog").glob("*"),
+        *(ROOT / "workload_model" / "catalog").glob("*"),
     ]:
         text = path.read_text()
         assert OUTSIDE not in text and "anchors note" not in text, path
@@ -123,7 +124,7 @@ def test_yaml_is_not_read_at_import_time():
         "seen = []\n"
         "orig = pathlib.Path.read_text\n"
         "pathlib.Path.read_text = lambda self, *a, **k: (seen.append(str(self)), orig(self, *a, **k))[1]\n"
-        "import synthetic_fleet.model, synthetic_fleet.catalog, synthetic_fleet.fields\n"
+        "import workload_model.model, workload_model.catalog, workload_model.fields\n"
         "import pipelines.lib.recommend, pipelines.lib.workload\n"
         "print([s for s in seen if s.endswith('.yaml')])\n"
     )
@@ -135,7 +136,7 @@ def test_yaml_is_not_read_at_import_time():
 def test_the_pipeline_reaches_the_catalogs_without_the_sampler():
     code = (
         "import sys\n"
-        "import pipelines.lib.recommend, pipelines.lib.workload, synthetic_fleet.catalog\n"
+        "import pipelines.lib.recommend, pipelines.lib.workload, workload_model.catalog\n"
         "print('synthetic_fleet.sampler' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)

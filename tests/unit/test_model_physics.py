@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from pipelines.cli import main
-from synthetic_fleet.calibration import predict, system
-from synthetic_fleet.model import DEFAULT
-from synthetic_fleet.model_inputs import required_gb
-from synthetic_fleet.whatif import apply_settings, ask
+from workload_model.calibration import predict, system
+from workload_model.model import DEFAULT
+from workload_model.model_inputs import required_gb
+from workload_model.whatif import apply_settings, ask
 
 
 def _with(hw, **platforms):
@@ -99,7 +99,7 @@ def test_6_precision_selects_the_platforms_peak(hw, models, tmp_path):
     """A box with tensor-core peaks beats an older one on tf32/fp16 workloads, ties it on fp32."""
     import yaml
 
-    from synthetic_fleet.catalog import load_hardware, needed_fields
+    from workload_model.catalog import load_hardware, needed_fields
 
     bb = hw.platforms["big_basin"]
     # Big Basin with faster tensor-core peaks: the same server, running the same default software.

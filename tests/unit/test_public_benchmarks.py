@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 from pipelines.lib import benchmarks
-from synthetic_fleet.model import DEFAULT, predict_frame
+from workload_model.model import DEFAULT, predict_frame
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from pipelines.lib.paths import PROJECT_ROOT
 from pipelines.lib.prometheus import mapping
 from pipelines.lib.queries import canned
 from pipelines.reference import catalogs, cli, codes, pages, tables, views
-from synthetic_fleet.catalog import hardware_fields, hardware_schema, model_entry_fields
+from workload_model.catalog import hardware_fields, hardware_schema, model_entry_fields
 
 # An environment variable's name is text: a string the code reads it by, or a message or comment naming it
 # (a Python name such as calibration.FLEET_TARGETS is not one).
@@ -171,7 +171,7 @@ def _variables_named_in(path: Path) -> set[str]:
 
 def test_every_fleet_variable_the_code_names_is_on_the_settings_page():
     named = set()
-    for folder in ("pipelines", "synthetic_fleet", "dashboards"):
+    for folder in ("pipelines", "workload_model", "synthetic_fleet", "dashboards"):
         for path in (PROJECT_ROOT / folder).rglob("*"):
             if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
                 named |= _variables_named_in(path)

@@ -23,7 +23,7 @@ import pytest
 from pipelines.lib.contracts import contract, resources
 from pipelines.lib.paths import PROJECT_ROOT, SCHEMAS_DIR, SQL_DIR
 from pipelines.lib.sqlfiles import RESOURCE_LIST, sql_text
-from synthetic_fleet import model
+from workload_model import model
 
 
 def test_every_resource_list_is_the_contracts():

@@ -8,8 +8,8 @@ import pytest
 
 from pipelines.lib.ingest import ingest_day, ingest_partition
 from pipelines.lib.warehouse import publish_catalog
-from synthetic_fleet.catalog import CatalogError, load_hardware
 from tests.support.homes import DAY
+from workload_model.catalog import CatalogError, load_hardware
 
 
 def test_symlinks_out_of_landing_are_quarantined_unread(landed, hw, tmp_path):

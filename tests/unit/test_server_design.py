@@ -1,6 +1,6 @@
 """Server design in the catalog (issue 42 item 3): GPU peers over PCIe, NICs with GPUDirect RDMA, local
 dataset drives and CPU matrix engines follow the path a spec sheet describes, each at a rate a public
-component measurement checks (synthetic_fleet/components.py)."""
+component measurement checks (workload_model/components.py)."""
 
 import re
 from pathlib import Path
@@ -9,11 +9,11 @@ import polars as pl
 import pytest
 import yaml
 
-from synthetic_fleet import components
-from synthetic_fleet.catalog import CatalogError, load_hardware
-from synthetic_fleet.coefficients import DEFAULT
-from synthetic_fleet.model import predict_frame
-from synthetic_fleet.whatif import ask
+from workload_model import components
+from workload_model.catalog import CatalogError, load_hardware
+from workload_model.coefficients import DEFAULT
+from workload_model.model import predict_frame
+from workload_model.whatif import ask
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -157,4 +157,4 @@ def test_every_component_term_lies_within_its_public_measurements_and_the_docs_s
     assert all(c.passed for c in checks), [c for c in checks if not c.passed]
     assert all(re.search(r"github\.com|docs\.|/", c.measured) for c in checks)  # each names its source
     docs = (ROOT / "docs" / "model-terms.md").read_text()
-    assert components.markdown() in docs, "regenerate: python -m synthetic_fleet.components"
+    assert components.markdown() in docs, "regenerate: python -m workload_model.components"

@@ -7,10 +7,10 @@ import polars as pl
 import pytest
 
 from pipelines.lib import benchmarks
-from synthetic_fleet import alternatives, defaults, stack
-from synthetic_fleet.catalog import load_hardware, load_models
-from synthetic_fleet.sizing import workload_of_model
-from synthetic_fleet.whatif import ask
+from workload_model import alternatives, defaults, stack
+from workload_model.catalog import load_hardware, load_models
+from workload_model.sizing import workload_of_model
+from workload_model.whatif import ask
 
 DGX = "mlperf_nvidia_dgxa100_ngc21_05_merlin_hugectr"
 CPX = "mlperf_intel_1_node_8s_cpx_2_pytorch"

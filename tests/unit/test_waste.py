@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from pipelines.lib import analytics, lake, waste
 from pipelines.lib.contracts import contract, resources
 from pipelines.lib.paths import DataHome
-from synthetic_fleet import fields
 from synthetic_fleet.sampler import sample_day
 from tests.support.hypo import examples
+from workload_model import fields
 
 T0 = dt.datetime(2026, 11, 20, 0, 0, tzinfo=dt.UTC)
 DAY = "2026-11-20"
@@ -181,7 +181,7 @@ def demo_day(hw, models):
 
 
 def test_right_sizing_never_goes_below_the_recommenders_count(demo_day, hw, models):
-    from synthetic_fleet.sizing import batch_on, size_servers, workload_of_model
+    from workload_model.sizing import batch_on, size_servers, workload_of_model
 
     runs, eff = demo_day
     model = eff.filter(pl.col("basis") == "workload_model")

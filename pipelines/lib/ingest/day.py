@@ -65,7 +65,7 @@ from pipelines.lib.prometheus.derive import derive_day, landing_runs
 from pipelines.lib.prometheus.mapping import load_mapping
 from pipelines.lib.settings import DEFAULT_LIMITS, IngestLimits
 from pipelines.lib.volume import day_volume, run_samples, trailing_samples
-from synthetic_fleet.catalog import load_hardware
+from workload_model.catalog import load_hardware
 
 LANDING_TABLES = ("runs", "utilisation_samples")
 METRICS = (

@@ -25,7 +25,7 @@ from pipelines.lib.contracts import contract
 from pipelines.lib.prometheus.mapping import PromMapping, ksm_label
 from pipelines.lib.settings import DUCKDB_MEMORY
 from pipelines.lib.sqlfiles import sql_text
-from synthetic_fleet.catalog import HardwareCatalog
+from workload_model.catalog import HardwareCatalog
 
 GB = 1e9
 STEPS = ("prom_clip", "prom_pods", "prom_phases", "prom_pod_nodes", "prom_series", "prom_obs", "prom_points")

@@ -9,8 +9,8 @@ from dataclasses import dataclass, replace
 
 import polars as pl
 
-from synthetic_fleet.catalog import HardwareCatalog
-from synthetic_fleet.model import Coefficients
+from workload_model.catalog import HardwareCatalog
+from workload_model.model import Coefficients
 
 Relief = Callable[
     [pl.DataFrame, HardwareCatalog, Coefficients], tuple[pl.DataFrame, HardwareCatalog, Coefficients]

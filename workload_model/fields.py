@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from synthetic_fleet import defaults
+from workload_model import defaults
 
 RUNS_CONTRACT = Path(__file__).resolve().parents[1] / "schemas" / "runs.yaml"
 SERVER_COUNTS = ("n_trainers", "n_sparse_ps", "n_dense_ps", "n_readers")

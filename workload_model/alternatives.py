@@ -1,7 +1,7 @@
 """What an answer would be under each alternative to the software inputs it took from a default.
 
 An answer whose workload did not state its precision or kernel mode rests on its platform's stack
-(synthetic_fleet.stack). Each row is evaluated again under every other value its hardware runs for each
+(workload_model.stack). Each row is evaluated again under every other value its hardware runs for each
 such input, one input at a time and with the same server counts: the range of those throughputs is the
 answer's range, and an option that would be chosen under one of them instead of the chosen one is a flip.
 """
@@ -14,10 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from synthetic_fleet import stack
-from synthetic_fleet.catalog import HardwareCatalog
-from synthetic_fleet.coefficients import DEFAULT, Coefficients
-from synthetic_fleet.model import predict_frame
+from workload_model import stack
+from workload_model.catalog import HardwareCatalog
+from workload_model.coefficients import DEFAULT, Coefficients
+from workload_model.model import predict_frame
 
 TIE = 1e-9  # relative margin under which two options' scores are equal
 

@@ -32,13 +32,13 @@ stack). Examples from a reader tier cross the trainers' NICs, overlapping the it
 local drives needs no reader tier. Throughput therefore rises with the batch and saturates; nothing caps it
 independently of the hardware.
 
-Evaluation runs in stages (sparse PS, CPU trainers, GPU iteration: synthetic_fleet/stages.py; then throughput,
+Evaluation runs in stages (sparse PS, CPU trainers, GPU iteration: workload_model/stages.py; then throughput,
 utilisation, power here), each a function of frozen dataclasses of arrays (``Hw``, ``Rows`` in,
-synthetic_fleet/model_inputs.py; ``SparsePS``, ``CpuTrainers``, ``GpuIteration`` out). The fitted coefficients
+workload_model/model_inputs.py; ``SparsePS``, ``CpuTrainers``, ``GpuIteration`` out). The fitted coefficients
 live in ``Coefficients`` with the calibration targets each one serves (``t*``: the paper's,
-synthetic_fleet/calibration.py; ``b*``: the public benchmarks, pipelines/lib/benchmarks.py); the fixed shape
+workload_model/calibration.py; ``b*``: the public benchmarks, pipelines/lib/benchmarks.py); the fixed shape
 constants of the utilisation and power estimates live in ``UtilisationShape``; both in
-synthetic_fleet/coefficients.py.
+workload_model/coefficients.py.
 """
 
 from __future__ import annotations
@@ -46,9 +46,9 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from synthetic_fleet.catalog import HardwareCatalog, Platform
-from synthetic_fleet.coefficients import DEFAULT, SHAPE, Coefficients
-from synthetic_fleet.model_inputs import (
+from workload_model.catalog import HardwareCatalog, Platform
+from workload_model.coefficients import DEFAULT, SHAPE, Coefficients
+from workload_model.model_inputs import (
     GB,
     HW_KEYS,
     TINY,
@@ -60,7 +60,7 @@ from synthetic_fleet.model_inputs import (
     with_defaults,
     with_hardware,
 )
-from synthetic_fleet.stages import (
+from workload_model.stages import (
     CpuTrainers,
     GpuIteration,
     SparsePS,
@@ -125,7 +125,7 @@ def predict_frame(frame: pl.DataFrame, hw: HardwareCatalog, coef: Coefficients =
     """Predict throughput, bottleneck, per-role utilisation and power for every row of ``frame``.
 
     The model-only workload columns (``lookup_power_law_alpha``, ``precision``, ``optimizer``,
-    ``kernels``, ``dcn_layers``, ``dcn_rank``) are optional (defaults in synthetic_fleet.defaults).
+    ``kernels``, ``dcn_layers``, ``dcn_rank``) are optional (defaults in workload_model.defaults).
     """
     x, arrays = _prepared(frame, hw, coef)
     out, keep = _evaluated(x, arrays, hw, coef)

@@ -1,8 +1,8 @@
 """The model's hardware terms against public component measurements (targets c1-c7).
 
 Each check names a coefficient and the range that micro-benchmarks of that one component show
-(synthetic_fleet/catalog/component_measurements.yaml, sources beside each figure); the coefficient must lie
-within it. No end-to-end result informs these. ``python -m synthetic_fleet.components`` prints the table
+(workload_model/catalog/component_measurements.yaml, sources beside each figure); the coefficient must lie
+within it. No end-to-end result informs these. ``python -m workload_model.components`` prints the table
 docs/model-terms.md carries.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from synthetic_fleet.coefficients import DEFAULT, Coefficients
+from workload_model.coefficients import DEFAULT, Coefficients
 
 MEASUREMENTS = Path(__file__).resolve().parent / "catalog" / "component_measurements.yaml"
 

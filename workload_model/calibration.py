@@ -1,17 +1,15 @@
-"""Every calibration target of synthetic_fleet/catalog/calibration_targets.yaml, measured on the model.
+"""Every calibration target of workload_model/catalog/calibration_targets.yaml, measured on the model.
 
 Each evaluator builds the scenario the paper describes (production CPU setup vs one Big Basin, the
-configurable test suite, the default synthetic fleet, ...), runs the workload model or the sampler on it,
+configurable test suite, a sampled fleet handed in by the caller, ...), runs the workload model on it,
 and returns the model's value with PASS/FAIL. `fleet calibrate` prints them; `fit()` re-fits the
 coefficients that serve the exact targets (least squares on log ratios).
 """
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +17,10 @@ import numpy as np
 import polars as pl
 import yaml
 
-from synthetic_fleet import defaults
-from synthetic_fleet.catalog import CATALOG_DIR, HardwareCatalog, ModelSpec, load_hardware, load_models
-from synthetic_fleet.model import DEFAULT, Coefficients, predict_frame
-from synthetic_fleet.quality import REGRESSION_THRESHOLD, RETUNED_NE_CHANGE, relative_gap
+from workload_model import defaults
+from workload_model.catalog import CATALOG_DIR, HardwareCatalog, ModelSpec, load_hardware, load_models
+from workload_model.model import DEFAULT, Coefficients, predict_frame
+from workload_model.quality import REGRESSION_THRESHOLD, RETUNED_NE_CHANGE, relative_gap
 
 TARGETS_PATH = CATALOG_DIR / "calibration_targets.yaml"
 POWER_RATIO = 7.3
@@ -37,7 +35,7 @@ PRODUCTION_METRICS = {
     "throughput_ratio_big_basin_remote_ps_vs_8_cpu_trainers": "thr",
     "cpu_baseline_servers": "servers",
 }
-FLEET_TARGETS = ("t14", "t15", "t16", "t17", "t18")  # need the sampled fleet (include_fleet)
+FLEET_TARGETS = ("t14", "t15", "t16", "t17", "t18")  # need a sampled fleet (evaluate's fleet)
 
 
 @dataclass(frozen=True)
@@ -184,21 +182,6 @@ def _grid(hw: HardwareCatalog, coef: Coefficients, **kw: Any) -> pl.DataFrame:
     ).with_columns((pl.col("big_basin") / pl.col("cpu")).alias("ratio"))
 
 
-@lru_cache(maxsize=4)
-def default_fleet(
-    seed: int = 2021, days: int = 5, runs_per_day: int = 110
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The demo's fleet (same defaults as `fleet demo`): runs and samples of every day."""
-    from synthetic_fleet.sampler import sample_day
-
-    hw, models = load_hardware(), load_models()
-    first = dt.date(2026, 11, 1)
-    fleets = [
-        sample_day(str(first + dt.timedelta(days=i)), runs_per_day, seed, hw, models) for i in range(days)
-    ]
-    return pl.concat([f.runs for f in fleets]), pl.concat([f.samples for f in fleets])
-
-
 # ----------------------------------------------------------------------------------------- evaluators
 
 
@@ -210,9 +193,10 @@ def evaluate(
     coef: Coefficients = DEFAULT,
     hw: HardwareCatalog | None = None,
     models: dict[str, ModelSpec] | None = None,
-    include_fleet: bool = True,
+    fleet: tuple[pl.DataFrame, pl.DataFrame] | None = None,
 ) -> list[Result]:
-    """Every target with the model's value and PASS/FAIL."""
+    """Every target with the model's value and PASS/FAIL; the fleet-shape targets (t14 to t18) on
+    ``fleet``'s runs and samples (the fleet generator's default_fleet), skipped without one."""
     hw = hw or load_hardware()
     models = models or load_models()
     targets = load_targets()
@@ -343,19 +327,18 @@ def evaluate(
         ok13,
     )
 
-    if include_fleet:
-        _fleet_targets(targets, add)
+    if fleet is not None:
+        _fleet_targets(*fleet, targets, add)
     _test_suite_targets(hw, coef, add)
     _quality_targets(add)
     got = [r.id for r in results]
-    if sorted(got) != sorted(t for t in targets if include_fleet or t not in FLEET_TARGETS):
+    if sorted(got) != sorted(t for t in targets if fleet is not None or t not in FLEET_TARGETS):
         raise ValueError(f"{TARGETS_PATH}: targets {sorted(targets)} but evaluators gave {sorted(got)}")
     order = {tid: i for i, tid in enumerate(targets)}
     return sorted(results, key=lambda r: order[r.id])
 
 
-def _fleet_targets(targets: dict, add: Callable) -> None:
-    runs, samples = default_fleet()
+def _fleet_targets(runs: pl.DataFrame, samples: pl.DataFrame, targets: dict, add: Callable) -> None:
     add("t14", f"{runs.height} runs", runs.height >= targets["t14"]["min"])
     cpu = runs.filter(pl.col("platform") == "cpu")
     share = cpu["n_trainers"].value_counts().get_column("count").max() / cpu.height

@@ -13,7 +13,7 @@ from typing import Any
 LOOKUP_POWER_LAW_ALPHA = 1.1
 # The shape a workload file starts from where it leaves a field out: the public MLPerf Training DLRM
 # reference (Criteo Terabyte; examples/mlperf/models.yaml). The fields given replace it consistently
-# (synthetic_fleet.whatif.apply_settings: more sparse features, more tables and table bytes), so a partial
+# (workload_model.whatif.apply_settings: more sparse features, more tables and table bytes), so a partial
 # description gets a first answer, which names every field it took from here.
 STARTING_SHAPE = {
     "n_dense_features": 13,
@@ -28,12 +28,12 @@ STARTING_SHAPE = {
 }
 # A workload's software stack: the arithmetic of its MLPs, the optimizer of its tables (state bytes per table
 # byte: TorchRec's multipliers) and how its framework issues GPU kernels (each mode has its own fitted cost
-# per operator, synthetic_fleet/coefficients.py): "per_table", an eager framework with one operator per
+# per operator, workload_model/coefficients.py): "per_table", an eager framework with one operator per
 # table and per layer, each dispatched and synchronised by the host, as the paper's production stack did;
 # "fused", one batched embedding kernel and the operators dispatched eagerly from Python, one process per
 # GPU (NVIDIA's PyTorch DLRM); "compiled", fused kernels launched by a compiled runtime (HugeCTR's C++
 # engine, PyTorch 2's torch.compile); "graph", fused kernels launched from a captured graph (HugeCTR 3.x
-# with CUDA graphs). A workload that does not state its stack runs its platform's (synthetic_fleet/stack.py).
+# with CUDA graphs). A workload that does not state its stack runs its platform's (workload_model/stack.py).
 STACK_FIELDS = ("precision", "optimizer", "kernels")
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 OPTIMIZER_STATE = {"sgd": 0.0, "adagrad": 1.0, "rowwise_adagrad": "1/dim", "adam": 2.0}
@@ -65,7 +65,7 @@ BATCH_PER_GPU = 512
 # paper's typical production setup (Table III scale; readers ample).
 CPU_SYSTEM: dict[str, int] = {"n_trainers": 8, "n_sparse_ps": 4, "n_dense_ps": 1, "n_readers": 8}
 # One GPU server; remote PS and readers are sized by what the trainers consume (0 = sized, see
-# synthetic_fleet.sizing).
+# workload_model.sizing).
 GPU_SYSTEM: dict[str, int] = {"n_trainers": 1, "n_sparse_ps": 0, "n_dense_ps": 0, "n_readers": 0}
 
 

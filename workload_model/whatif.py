@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from synthetic_fleet import alternatives, fields
-from synthetic_fleet.catalog import PLACEMENTS, HardwareCatalog, ModelSpec
-from synthetic_fleet.model import DEFAULT, MODELLED, ROLES, Coefficients, predict_frame
-from synthetic_fleet.sizing import size_servers, system_row, workload_of_model
+from workload_model import alternatives, fields
+from workload_model.catalog import PLACEMENTS, HardwareCatalog, ModelSpec
+from workload_model.model import DEFAULT, MODELLED, ROLES, Coefficients, predict_frame
+from workload_model.sizing import size_servers, system_row, workload_of_model
 
 
 class WhatIfError(ValueError):
@@ -32,7 +32,7 @@ def parse_setting(text: str) -> tuple[str, str]:
 
 
 def coerce(key: str, value: Any) -> Any:
-    """A value of the field's type within its bounds (schemas/runs.yaml, synthetic_fleet/fields.py), or a
+    """A value of the field's type within its bounds (schemas/runs.yaml, workload_model/fields.py), or a
     WhatIfError naming the field and the bound."""
     try:
         return fields.check(key, value)
@@ -128,7 +128,7 @@ def ask(
 ) -> Answer:
     """Predict every asked configuration; without a placement, every placement of each platform is evaluated
     and the best-throughput one that fits is marked ``default_placement``. The systems are built and sized
-    as `fleet recommend` builds them (synthetic_fleet.sizing): the counts asked for are kept, every tier
+    as `fleet recommend` builds them (workload_model.sizing): the counts asked for are kept, every tier
     left unset is sized by what binds it."""
     if placement is not None and placement not in PLACEMENTS:
         raise WhatIfError(f"unknown placement {placement!r}; valid placements: {', '.join(PLACEMENTS)}")
@@ -167,7 +167,7 @@ def _with_alternatives(
     pred: pl.DataFrame, frame: pl.DataFrame, hw: HardwareCatalog, coef: Coefficients
 ) -> pl.DataFrame:
     """The answer's range over the alternatives to its defaulted software inputs, and the scenarios under
-    which another placement would be the best on its platform (synthetic_fleet.alternatives)."""
+    which another placement would be the best on its platform (workload_model.alternatives)."""
     base = pred["throughput_eps"].fill_null(np.nan).to_numpy()
     alt = alternatives.evaluate(frame, base, hw, coef)
     group = pred.select(pl.concat_str([pl.col("sweep_value").fill_null(""), "platform"], separator="|"))

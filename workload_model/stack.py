@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from synthetic_fleet import defaults
-from synthetic_fleet.catalog import HardwareCatalog, Platform
+from workload_model import defaults
+from workload_model.catalog import HardwareCatalog, Platform
 
 DEFAULTED = "defaulted_inputs"  # the stack fields of a row that came from its platform, comma-separated
 VARIED = ("kernels", "precision")  # the defaulted inputs an answer shows the alternatives of

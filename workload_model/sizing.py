@@ -2,7 +2,7 @@
 
 A workload (a catalog model, a workload file or an observed run) becomes one configuration row per platform
 and placement: the workload's batch on that platform, the server counts the user gave, and for the rest the
-defaults of synthetic_fleet.defaults (trainers: the workload's production CPU setup on a CPU platform, one
+defaults of workload_model.defaults (trainers: the workload's production CPU setup on a CPU platform, one
 server on a GPU platform). Every other tier left at 0 is sized by its binding constraint: sparse PS
 (remote_ps) at the smallest count that holds the tables with their optimizer state and reaches the
 throughput, dense PS on asynchronous CPU clusters the same way, and readers for what the trainers then
@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from synthetic_fleet import defaults, fields
-from synthetic_fleet.catalog import HardwareCatalog, ModelSpec
-from synthetic_fleet.model import DEFAULT, Coefficients, predict_frame
+from workload_model import defaults, fields
+from workload_model.catalog import HardwareCatalog, ModelSpec
+from workload_model.model import DEFAULT, Coefficients, predict_frame
 
 SATURATION = 0.99  # a tier is sized at the smallest count that reaches this share of its ample throughput
 SEARCH_MAX = 256  # largest sparse-PS or dense-PS count the sizing search tries
@@ -38,7 +38,7 @@ def workload_of_model(spec: ModelSpec) -> dict[str, Any]:
 
 def batch_on(workload: dict[str, Any], platform: str, gpus: int) -> int:
     """The workload's batch on a platform: its batch map's entry; else ``batch_cpu`` / ``batch_gpu``;
-    else the default of the platform kind (synthetic_fleet.defaults: 512 per CPU trainer, 512 per GPU)."""
+    else the default of the platform kind (workload_model.defaults: 512 per CPU trainer, 512 per GPU)."""
     batch_map = workload.get("batch_map") or {}
     if platform in batch_map:
         return int(batch_map[platform])

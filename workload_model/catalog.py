@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from synthetic_fleet import defaults
+from workload_model import defaults
 
 CATALOG_DIR = Path(__file__).resolve().parent / "catalog"
 HARDWARE_SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "catalog" / "hardware.yaml"
@@ -145,7 +145,7 @@ class ModelSpec:
     batch_size: Mapping[str, int]
     share: float
     cpu_baseline: Mapping[str, int] | None = None
-    # The software stack; None = not stated: the platform's (synthetic_fleet/stack.py).
+    # The software stack; None = not stated: the platform's (workload_model/stack.py).
     precision: str | None = None
     optimizer: str | None = None
     kernels: str | None = None
@@ -341,22 +341,20 @@ def load_hardware(extra: Path | None = None, lenient: bool = False) -> HardwareC
     )
 
 
-def register_platforms(catalog_file: Path, platforms: Mapping[str, Mapping[str, Any]]) -> None:
-    """Add or replace platforms in a user catalog file (YAML, written atomically); other entries are kept."""
-
+def with_platforms(catalog_file: Path, platforms: Mapping[str, Mapping[str, Any]]) -> str:
+    """The text of a user catalog file (YAML) with ``platforms`` added or replaced, each validated; its
+    other entries are kept. The caller writes it (atomically)."""
     data = _read_yaml(catalog_file) if catalog_file.exists() else {}
     merged = dict(data.get("platforms") or {})
     for name, spec in platforms.items():
-        _platform(name, spec, catalog_file)  # validate before writing
+        _platform(name, spec, catalog_file)
         merged[name] = {k: v for k, v in spec.items() if v is not None}
     data["platforms"] = dict(sorted(merged.items()))
-    from pipelines.lib import fileio
-
-    fileio.write_text(catalog_file, yaml.safe_dump(data, sort_keys=False))
+    return yaml.safe_dump(data, sort_keys=False)
 
 
 # The fields of a model entry that are neither workload fields (runs contract) nor model-only ones
-# (synthetic_fleet/fields.py), each as those document theirs.
+# (workload_model/fields.py), each as those document theirs.
 MODEL_ENTRY_EXTRAS: dict[str, dict[str, str]] = {
     "description": {"type": "string", "description": "What the model is."},
     "share": {
@@ -367,14 +365,14 @@ MODEL_ENTRY_EXTRAS: dict[str, dict[str, str]] = {
     "cpu_baseline": {
         "type": "map",
         "description": "Server counts of its runs on a CPU platform (n_trainers, n_sparse_ps, n_dense_ps, "
-        "n_readers; those left out: synthetic_fleet/defaults.py CPU_SYSTEM), the production CPU setup the "
+        "n_readers; those left out: workload_model/defaults.py CPU_SYSTEM), the production CPU setup the "
         "calibration compares one GPU server with.",
     },
 }
 # Where a model entry's value takes another shape than the workload field of the same name.
 MODEL_ENTRY_SHAPES: dict[str, str] = {
     "batch_size": "A map platform -> batch; a platform it does not name gets its kind's default "
-    "(synthetic_fleet/defaults.py batch_for).",
+    "(workload_model/defaults.py batch_for).",
     "kernels": "One mode, or a map platform -> mode (with an optional `default`) where the software the "
     "model ran with differs by platform.",
 }
@@ -383,7 +381,7 @@ MODEL_ENTRY_SHAPES: dict[str, str] = {
 def model_entry_fields() -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The fields a model entry must give (the runs contract's workload fields but the model name, which is
     the entry's key, and the lookup exponent) and those it may."""
-    from synthetic_fleet import fields
+    from workload_model import fields
 
     required = tuple(f for f in fields.workload_fields()[1:] if f != "lookup_power_law_alpha")
     return required, ("lookup_power_law_alpha", *fields.MODEL_ONLY, *MODEL_ENTRY_EXTRAS)
@@ -400,8 +398,8 @@ def model_entry_defaults() -> dict[str, Any]:
 
 
 def _model(name: str, spec: Any, path: Path) -> ModelSpec:
-    """One model entry, every field checked against its bounds (synthetic_fleet/fields.py)."""
-    from synthetic_fleet import fields
+    """One model entry, every field checked against its bounds (workload_model/fields.py)."""
+    from workload_model import fields
 
     _check_name("model", name, path)
     if not isinstance(spec, Mapping):

@@ -2,8 +2,8 @@
 
 The fit of the tables in each row's memory tier (``fit_frame``), each row's platform figures (``Hw``), the
 per-example quantities of each distinct workload shape, and the rows as arrays (``Rows``) that the model's
-stages (synthetic_fleet/stages.py) read. The software stack a row does not state is its platform's
-(synthetic_fleet/stack.py).
+stages (workload_model/stages.py) read. The software stack a row does not state is its platform's
+(workload_model/stack.py).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from synthetic_fleet import defaults, stack
-from synthetic_fleet.catalog import HardwareCatalog, Platform
-from synthetic_fleet.coefficients import Coefficients
+from workload_model import defaults, stack
+from workload_model.catalog import HardwareCatalog, Platform
+from workload_model.coefficients import Coefficients
 
 BYTES_FP32 = 4
 BYTES_HALF = 2
@@ -133,8 +133,8 @@ def with_hardware(frame: pl.DataFrame, hw: HardwareCatalog) -> pl.DataFrame:
 
 
 def with_defaults(frame: pl.DataFrame) -> pl.DataFrame:
-    """The model-only workload columns a frame may lack, with their defaults (synthetic_fleet.defaults; the
-    software stack is resolved per platform by synthetic_fleet.stack)."""
+    """The model-only workload columns a frame may lack, with their defaults (workload_model.defaults; the
+    software stack is resolved per platform by workload_model.stack)."""
     fill = {
         "lookup_power_law_alpha": defaults.LOOKUP_POWER_LAW_ALPHA,
         "dcn_layers": defaults.DCN_LAYERS,

@@ -1,4 +1,4 @@
-"""The workload model's stages, each a function of the rows as arrays (synthetic_fleet/model_inputs.py):
+"""The workload model's stages, each a function of the rows as arrays (workload_model/model_inputs.py):
 remote sparse parameter servers and readers, CPU trainers, and the GPU iteration (embeddings, the exchange
 between GPUs over the path the server is built with, MLPs, kernel launches)."""
 
@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from synthetic_fleet.catalog import Platform
-from synthetic_fleet.coefficients import Coefficients
-from synthetic_fleet.model_inputs import (
+from workload_model.catalog import Platform
+from workload_model.coefficients import Coefficients
+from workload_model.model_inputs import (
     BYTES_FP32,
     GB,
     HALF_PRECISIONS,
