@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 from pipelines.defs.metadata import table_schema
-from pipelines.lib import contracts as contracts_module
+from pipelines.lib import validation as validation_module
 from pipelines.lib.contracts import (
     ContractError,
     conformance_violations,
@@ -22,8 +22,8 @@ from pipelines.lib.contracts import (
     contracts,
     key_duplicates,
     load_contract,
-    validate_rows,
 )
+from pipelines.lib.validation import validate_rows
 from tests.support.hypo import examples
 
 VIEWS = [
@@ -323,7 +323,7 @@ def test_column_statistics_never_change_a_verdict(monkeypatch_module, data, type
         frame[name] = values if typed else [None if v is None else str(v) for v in values]
     batch = pl.DataFrame(frame, schema_overrides=dict.fromkeys(numeric, pl.Float64 if typed else pl.String))
     fast = validate_rows(batch, c, carry=("_row_number",), allowed=PLATFORMS)
-    monkeypatch_module.setattr(contracts_module, "_clean_columns", lambda both, cols: set())
+    monkeypatch_module.setattr(validation_module, "_clean_columns", lambda both, cols: set())
     try:
         slow = validate_rows(batch, c, carry=("_row_number",), allowed=PLATFORMS)
     finally:
@@ -375,7 +375,7 @@ def test_column_statistics_on_a_large_batch_with_one_late_fault(late):
     )
     fast = validate_rows(batch, c, carry=("_row_number",), allowed=PLATFORMS)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(contracts_module, "_clean_columns", lambda both, cols: set())
+        mp.setattr(validation_module, "_clean_columns", lambda both, cols: set())
         slow = validate_rows(batch, c, carry=("_row_number",), allowed=PLATFORMS)
     assert fast.rejected["_row_number"].to_list() == [n - 1]
     assert fast.accepted.equals(slow.accepted, null_equal=True)

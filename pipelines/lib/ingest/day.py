@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipelines.lib import lake
-from pipelines.lib.contracts import ConformanceProfile, Contract, contract, validate_rows
+from pipelines.lib.contracts import ConformanceProfile, Contract, contract
 from pipelines.lib.fileio import full_disk
 from pipelines.lib.ingest import cross_row, dedupe
 from pipelines.lib.ingest.cross_row import FILE, ORDER, SAMPLE_KEY
@@ -64,6 +64,7 @@ from pipelines.lib.paths import DataHome
 from pipelines.lib.prometheus.derive import derive_day, landing_runs
 from pipelines.lib.prometheus.mapping import load_mapping
 from pipelines.lib.settings import DEFAULT_LIMITS, IngestLimits
+from pipelines.lib.validation import validate_rows
 from pipelines.lib.volume import day_volume, run_samples, trailing_samples
 from workload_model.catalog import load_hardware
 

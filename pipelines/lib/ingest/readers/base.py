@@ -16,9 +16,9 @@ from pathlib import Path
 
 import polars as pl
 
-from pipelines.lib.contracts import Validated
 from pipelines.lib.fileio import size_text
 from pipelines.lib.settings import IngestLimits
+from pipelines.lib.validation import Validated
 
 # The limits on one file (batch size, record size, expansion, rejects listed) are the deployment's
 # (``pipelines.lib.settings.IngestLimits``), carried by the file's ``Source``.

@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from pipelines.lib.contracts import Contract, validate_rows
+from pipelines.lib.contracts import Contract
 from pipelines.lib.ingest.readers.base import (
     ROW,
     FallBack,
@@ -54,6 +54,7 @@ from pipelines.lib.ingest.readers.base import (
     text_groups,
     verdict_frame,
 )
+from pipelines.lib.validation import validate_rows
 
 TIERS = ("typed", "lines", "rfc4180", "python")
 SCAN_BYTES = 16 << 20

@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute
 import pyarrow.json as pajson
 
-from pipelines.lib.contracts import Contract, validate_rows
+from pipelines.lib.contracts import Contract
 from pipelines.lib.ingest.readers.base import (
     ROW,
     FallBack,
@@ -49,6 +49,7 @@ from pipelines.lib.ingest.readers.base import (
 )
 from pipelines.lib.settings import IngestLimits
 from pipelines.lib.sqlfiles import sql_text
+from pipelines.lib.validation import validate_rows
 
 CHUNK_BYTES = 16 << 20  # bytes of text per pass of the line splitter
 SAMPLE_RECORDS = 20_480  # records the DuckDB tier detects a file's columns from
