@@ -14,52 +14,31 @@ from pipelines.lib.exit_codes import ExitCode
 from pipelines.lib.paths import DataHome
 from pipelines.lib.preflight import (
     STAGED_NOTHING_KEPT,
-    check_catalog_readable,
     check_home,
     check_lake,
-    check_query_params,
     check_user_catalogs,
     check_workload_config,
     disk_full,
 )
 
-# Subcommands that read the data home's own hardware and model catalogs (catalog/*.yaml); the planning
-# ones leave an invalid entry out (naming it) and use the others.
-USES_USER_CATALOG = {"demo", "synth", "run", "ingest", "whatif", "recommend", "waste"}
-PLANNING = {"whatif", "recommend"}
-# Subcommands that stage days before promoting them into the lake.
-STAGES_DAYS = {"demo", "run", "ingest"}
-# Subcommands that read or write the lake.
-USES_LAKE = {"demo", "run", "ingest", "recommend", "waste", "report", "query", "sql"}
-
 
 def prepare(args: argparse.Namespace) -> None:
-    """Resolve the data home once (explicit from here on) and check every input before work starts."""
+    """Resolve the data home once (explicit from here on) and check every input before work starts: what
+    the subcommand declares it needs (``args.spec``: pipelines/cli/args.py), then its own check."""
+    needs = args.spec.needs
     if "home" in args:
         args.home_given = args.home  # printed hints repeat it as the user typed it
         home = DataHome.resolve(args.home)
         check_home(home)
         args.home = str(home.root)
-        if args.command in USES_USER_CATALOG:
-            check_user_catalogs(home, lenient=args.command in PLANNING)
-        if args.command in USES_LAKE:
+        if needs.user_catalog:
+            check_user_catalogs(home, lenient=needs.lenient_catalog)
+        if needs.lake:
             check_lake(home)
-        if args.command == "query" and args.name:
-            _check_query(args, home)
-        if args.command == "sql":
-            check_catalog_readable(home.catalog_path)
+        if args.spec.check is not None:
+            args.spec.check(args, home)
     if getattr(args, "config", None):
         check_workload_config(Path(args.config))
-
-
-def _check_query(args: argparse.Namespace, home: DataHome) -> None:
-    from pipelines.lib import queries
-
-    known = queries.canned()
-    if args.name in known:
-        params = dict(p.split("=", 1) for p in args.param or [])
-        check_query_params(known[args.name], params)
-        check_catalog_readable(home.catalog_path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,5 +69,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _disk_full(exc: BaseException, args: argparse.Namespace) -> str | None:
-    then = STAGED_NOTHING_KEPT if args.command in STAGES_DAYS else ""
+    then = STAGED_NOTHING_KEPT if args.spec.needs.stages_days else ""
     return disk_full(exc, Path(getattr(args, "home", None) or "."), then)

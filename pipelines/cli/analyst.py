@@ -11,9 +11,11 @@ import sys
 import time
 from pathlib import Path
 
+from pipelines.cli.args import Command, Needs, add_days_range, add_home, param
 from pipelines.lib.errors import UsageError
 from pipelines.lib.exit_codes import ExitCode
 from pipelines.lib.paths import HOME_ENV, PROJECT_ROOT, DataHome
+from pipelines.lib.preflight import check_catalog_readable, check_query_params
 
 
 def cmd_query(args: argparse.Namespace) -> int:
@@ -187,3 +189,69 @@ def _stop_group(proc: subprocess.Popen) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(group, signal.SIGKILL)
     proc.wait()
+
+
+def _query_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name", nargs="?", help="a canned query of sql/queries/ (default: list them)")
+    p.add_argument(
+        "--param", action="append", type=param, metavar="NAME=VALUE", help="override a parameter (repeatable)"
+    )
+    add_home(p)
+    p.add_argument("--json", action="store_true", help="rows as a JSON list of objects")
+
+
+def _check_query(args: argparse.Namespace, home: DataHome) -> None:
+    """A canned query's parameters, and the catalog it reads, before it runs."""
+    from pipelines.lib import queries
+
+    known = queries.canned()
+    if args.name in known:
+        params = dict(p.split("=", 1) for p in args.param or [])
+        check_query_params(known[args.name], params)
+        check_catalog_readable(home.catalog_path)
+
+
+def _sql_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-c", dest="command_text", metavar="SQL", help="run these statements and exit")
+    add_home(p)
+
+
+def _report_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", help="folder (default <data home>/reports)")
+    add_days_range(p)
+    add_home(p)
+
+
+def _ui_arguments(p: argparse.ArgumentParser) -> None:
+    add_home(p)
+    p.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=3000, help="port (default 3000)")
+
+
+COMMANDS = (
+    Command(
+        "query",
+        "list the canned analyst queries, or run one",
+        _query_arguments,
+        cmd_query,
+        Needs(lake=True),
+        check=_check_query,
+    ),
+    Command(
+        "sql",
+        "a read-only SQL shell over the analyst catalog (DuckDB 2; the duckdb CLI of the package registries "
+        "is 1.x and cannot open it)",
+        _sql_arguments,
+        cmd_sql,
+        Needs(lake=True),
+        check=lambda _args, home: check_catalog_readable(home.catalog_path),
+    ),
+    Command(
+        "report",
+        "write the HTML report and every chart as PNG and SVG",
+        _report_arguments,
+        cmd_report,
+        Needs(lake=True),
+    ),
+    Command("ui", "start the Dagster UI on the data home's instance", _ui_arguments, cmd_ui),
+)

@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+from pipelines.cli.args import BROKER_HELP, Command, Needs, add_home, add_workers, at_least_one, iso_day
 from pipelines.cli.hints import command
 from pipelines.lib.errors import Unavailable, UsageError
 from pipelines.lib.exit_codes import ExitCode
@@ -431,3 +432,159 @@ def _demo_prometheus(args: argparse.Namespace) -> int:
         f"next: {command(args, 'query', 'quarantine_by_reason')}, {command(args, 'ui')}"
     )
     return code
+
+
+def _demo_arguments(p: argparse.ArgumentParser) -> None:
+    add_home(p)
+    p.add_argument(
+        "--source",
+        choices=("synthetic", "prometheus"),
+        default="synthetic",
+        help="where the demo's data comes from (default synthetic); prometheus: the fleet backfilled into a "
+        "local Prometheus (needs prometheus and promtool) and pulled from it, "
+        f"{PROM_DEMO_DAYS} days x {PROM_DEMO_RUNS} runs unless given",
+    )
+    p.add_argument("--days", type=at_least_one, help=f"days ending yesterday, UTC (default {DEMO_DAYS})")
+    p.add_argument(
+        "--runs-per-day", type=at_least_one, help=f"training runs per day (default {DEMO_RUNS_PER_DAY})"
+    )
+    p.add_argument("--seed", type=int, default=DEMO_SEED, help=f"random seed (default {DEMO_SEED})")
+    add_workers(p)
+
+
+def _synth_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--days", type=at_least_one, default=DEMO_DAYS, help=f"days to write (default {DEMO_DAYS})"
+    )
+    p.add_argument(
+        "--start",
+        type=iso_day,
+        help="first day YYYY-MM-DD (default: the --days days that ended yesterday, UTC)",
+    )
+    p.add_argument(
+        "--runs-per-day",
+        type=at_least_one,
+        default=DEMO_RUNS_PER_DAY,
+        help=f"training runs per day (default {DEMO_RUNS_PER_DAY})",
+    )
+    p.add_argument("--seed", type=int, default=DEMO_SEED, help=f"random seed (default {DEMO_SEED})")
+    p.add_argument("--out", help="landing root (default <data home>/landing)")
+    p.add_argument("--source", default="synthetic", help="landing source folder name (default synthetic)")
+    p.add_argument(
+        "--format",
+        choices=("jsonl", "csv", "parquet", "openmetrics"),
+        default="jsonl",
+        help="file format (default jsonl); openmetrics: the fleet as node_exporter, dcgm-exporter, "
+        "kube-state-metrics and pcm-sensor-server would expose it, with timestamps",
+    )
+    p.add_argument("--gzip", action="store_true", help="gzip jsonl/csv files")
+    p.add_argument(
+        "--truth",
+        action="store_true",
+        help="also write the sampler's truth of the waste it made (stragglers, hot shards, servers each run "
+        "needs) beside the landing root, in truth/; never ingested",
+    )
+    p.add_argument("--json", action="store_true", help="print counts and file paths as JSON")
+    add_home(p, "; its catalog/ extends the built-in hardware and models")
+
+
+def _run_arguments(p: argparse.ArgumentParser) -> None:
+    add_home(p)
+    p.add_argument(
+        "--from", dest="date_from", type=iso_day, help="first day YYYY-MM-DD (default: every day in landing/)"
+    )
+    p.add_argument("--to", dest="date_to", type=iso_day, help="last day YYYY-MM-DD (default: --from)")
+    add_workers(p)
+    p.add_argument(
+        "--executor",
+        choices=("in_process", "celery"),
+        help="where the days run: in processes here (in_process, the default) or on `fleet worker`s "
+        "(celery; the merge still runs here); default $FLEET_EXECUTOR or in_process",
+    )
+    p.add_argument("--broker", help=BROKER_HELP)
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="redo every day, also those whose landing files, code and catalogs did not change since a "
+        "successful run of theirs (skipped by default, each named)",
+    )
+
+
+def _worker_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--broker", help=BROKER_HELP)
+    p.add_argument(
+        "--concurrency", type=at_least_one, default=1, help="days at once (default 1: a day uses every core)"
+    )
+    p.add_argument("--name", default="fleet@%h", help="the worker's name (default fleet@%%h: this host)")
+
+
+def _ingest_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "path",
+        nargs="?",
+        help="a folder in the landing layout <source>/<day>/<file> (Prometheus exports too), "
+        "or a public trace folder",
+    )
+    p.add_argument(
+        "--source",
+        choices=("pai", "mlperf", "prometheus"),
+        help="adapt that public trace found at PATH; prometheus: pull from --url "
+        "(or deliver exports found at PATH)",
+    )
+    p.add_argument("--url", help="--source prometheus: the server, e.g. http://prometheus:9090")
+    p.add_argument(
+        "--mapping",
+        help="--source prometheus: a mapping file (schemas/catalog/prometheus.yaml documents it); "
+        "checked, then kept as <data home>/catalog/prometheus.yaml",
+    )
+    p.add_argument(
+        "--page-minutes",
+        type=at_least_one,
+        default=120,
+        help="--url: minutes of samples per request (default 120; lower it if the server refuses a page)",
+    )
+    add_home(p)
+    p.add_argument(
+        "--from", dest="date_from", type=iso_day, help="first landing day to (re)ingest YYYY-MM-DD"
+    )
+    p.add_argument("--to", dest="date_to", type=iso_day, help="last landing day YYYY-MM-DD")
+
+
+WRITES_DAYS = Needs(user_catalog=True, lake=True, stages_days=True)
+COMMANDS = (
+    Command(
+        "demo",
+        "synthesise a fleet into the data home and materialise every asset",
+        _demo_arguments,
+        cmd_demo,
+        WRITES_DAYS,
+    ),
+    Command(
+        "synth",
+        "write synthetic landing files (same seed and days, same bytes)",
+        _synth_arguments,
+        cmd_synth,
+        Needs(user_catalog=True),
+    ),
+    Command(
+        "run",
+        "materialise every asset for landing days that changed; with --from/--to, a backfill of that range",
+        _run_arguments,
+        cmd_run,
+        WRITES_DAYS,
+    ),
+    Command(
+        "worker",
+        "run day runs sent by `fleet run --executor celery` (or the Dagster UI on a Celery run launcher), "
+        "until stopped",
+        _worker_arguments,
+        cmd_worker,
+    ),
+    Command(
+        "ingest",
+        "ingest landing files (or deliver a folder, or adapt a public trace) with a summary",
+        _ingest_arguments,
+        cmd_ingest,
+        WRITES_DAYS,
+    ),
+)

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from pipelines.cli.args import Command, Needs, add_home, at_least_one, names, setting, sweep
 from pipelines.cli.hints import runnable
 from pipelines.lib.exit_codes import ExitCode
 from pipelines.lib.paths import DataHome
@@ -293,3 +294,59 @@ def _print_table(title: str, rows: list[dict], swept: str | None) -> None:
     print("range: examples/s over the alternatives to the software it assumed (see below)")
     for line in _assumed_notes(rows):
         print(line)
+
+
+def _calibrate_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="every target and coefficient as JSON")
+    p.add_argument(
+        "--fit",
+        action="store_true",
+        help="fit the shared coefficients to the data home's observed runs, with their "
+        "leave-one-platform-out error, and store the fit there (whatif and recommend then use it)",
+    )
+    add_home(p)
+
+
+def _whatif_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", help="a model of the catalog, e.g. M1prod")
+    p.add_argument("--config", help="a workload as YAML or JSON (runs contract workload fields)")
+    p.add_argument("--run", help="the workload of an observed run (run_id in the lake)")
+    p.add_argument(
+        "--platform", required=True, type=names, help="platform key(s), comma-separated: cpu,big_basin,zion"
+    )
+    p.add_argument(
+        "--placement", help="gpu_hbm | system_memory | remote_ps | hybrid (default: every placement)"
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        type=setting,
+        metavar="FIELD=VALUE",
+        help="override a workload or system field",
+    )
+    p.add_argument("--servers", type=at_least_one, metavar="N", help="trainer servers (= --set n_trainers=N)")
+    p.add_argument(
+        "--sweep",
+        type=sweep,
+        metavar="FIELD=V1,V2,...",
+        help="sweep one field (also n_trainers, the server count, and gpus, GPUs per server)",
+    )
+    add_home(p)
+    p.add_argument("--json", action="store_true", help="the answer as JSON records")
+
+
+COMMANDS = (
+    Command(
+        "calibrate",
+        "print every calibration target with the model's value and PASS/FAIL",
+        _calibrate_arguments,
+        cmd_calibrate,
+    ),
+    Command(
+        "whatif",
+        "ask the workload model about a configuration or a sweep",
+        _whatif_arguments,
+        cmd_whatif,
+        Needs(user_catalog=True, lenient_catalog=True),
+    ),
+)

@@ -11,6 +11,7 @@ import textwrap
 
 import polars as pl
 
+from pipelines.cli.args import Command, Needs, add_home, at_least_one, names, setting
 from pipelines.cli.hints import runnable
 from pipelines.lib.exit_codes import ExitCode
 from pipelines.lib.paths import DataHome
@@ -168,3 +169,44 @@ def assumed_lines(option: dict) -> list[str]:
     if option.get("stack_flips"):
         out.append(f"WARNING: the recommendation would change under {option['stack_flips']}")
     return out
+
+
+def _recommend_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", help="a model of the catalog, e.g. M3prod")
+    p.add_argument("--config", help="a workload as YAML or JSON (runs contract workload fields)")
+    p.add_argument("--run", help="the workload of an observed run (run_id in the lake)")
+    p.add_argument(
+        "--set",
+        action="append",
+        type=setting,
+        metavar="FIELD=VALUE",
+        help="override a workload field, a server count or gpus (GPUs per server)",
+    )
+    p.add_argument(
+        "--servers",
+        type=at_least_one,
+        metavar="N",
+        help="trainer servers of every option (= --set n_trainers=N)",
+    )
+    p.add_argument(
+        "--objective",
+        choices=("throughput", "perf_per_watt"),
+        default="throughput",
+        help="what 'best' means (default throughput)",
+    )
+    p.add_argument(
+        "--platforms", type=names, help="restrict to these platforms, comma-separated (e.g. cpu,big_basin)"
+    )
+    add_home(p)
+    p.add_argument("--json", action="store_true", help="the workload and every option as JSON")
+
+
+COMMANDS = (
+    Command(
+        "recommend",
+        "rank every platform x placement for a workload",
+        _recommend_arguments,
+        cmd_recommend,
+        Needs(user_catalog=True, lenient_catalog=True, lake=True),
+    ),
+)

@@ -8,6 +8,7 @@ import json
 
 import polars as pl
 
+from pipelines.cli.args import Command, Needs, add_days_range, add_home, at_least_one, fraction
 from pipelines.lib.errors import UsageError
 from pipelines.lib.exit_codes import ExitCode
 from pipelines.lib.paths import DataHome
@@ -74,3 +75,27 @@ def cmd_waste(args: argparse.Namespace) -> int:
         )
     print(_json(view) if args.json else _text(view))
     return ExitCode.DONE
+
+
+def _waste_arguments(p: argparse.ArgumentParser) -> None:
+    add_days_range(p)
+    p.add_argument(
+        "--target",
+        type=fraction,
+        help="p95 utilisation target to right-size against (default: what the nightly run used, 0.8); "
+        "recomputed from the stored per-day aggregates",
+    )
+    p.add_argument("--top", type=at_least_one, default=10, help="runs to list (default 10)")
+    add_home(p)
+    p.add_argument("--json", action="store_true", help="totals, tables and runs as JSON")
+
+
+COMMANDS = (
+    Command(
+        "waste",
+        "where the fleet wastes machines: servers and kW to win back, top runs, outliers",
+        _waste_arguments,
+        cmd_waste,
+        Needs(user_catalog=True, lake=True),
+    ),
+)

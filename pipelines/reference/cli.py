@@ -14,8 +14,9 @@ HEADER = ("option", "value", "default", "description")
 INTRO = """\
 Every subcommand of `fleet` and every option it takes, as `fleet SUBCOMMAND --help` prints them. Every
 subcommand also takes `-h`/`--help`. Exit statuses: [Exit codes](exit-codes.md); the settings the
-environment may give instead of a flag: [Settings](settings.md). Generated from the command's parser
-(`pipelines/cli/parser.py`) when the site is built (`pipelines/reference/cli.py`)."""
+environment may give instead of a flag: [Settings](settings.md). Generated from the command's parser, which
+collects what each subcommand's module declares (its `COMMANDS`), when the site is built
+(`pipelines/reference/cli.py`)."""
 
 
 def subcommands(parser: argparse.ArgumentParser) -> dict[str, tuple[str, argparse.ArgumentParser]]:
