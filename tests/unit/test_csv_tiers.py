@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from pipelines.lib.ingest import ingest_day
 from pipelines.lib.ingest.readers import csv as csv_reader
+from pipelines.lib.ingest.readers import csv_records
 from pipelines.lib.paths import DataHome
 from pipelines.lib.settings import DEFAULT_LIMITS
 from tests.support.bigfiles import big_day
@@ -330,15 +331,15 @@ def test_the_line_numbering_pass_is_exact_across_its_parts(lines, ends, last, sc
         data = data[: len(data) - len(ends[len(lines) - 1])]
     lone_cr = any(b == 13 and data[i + 1 : i + 2] != b"\n" for i, b in enumerate(data))
     if lone_cr:
-        with pytest.raises(csv_reader.Irregular), pytest.MonkeyPatch.context() as m:
-            m.setattr(csv_reader, "SCAN_BYTES", scan)
-            list(csv_reader._line_records(io.BytesIO(data), 2))
+        with pytest.raises(csv_records.Irregular), pytest.MonkeyPatch.context() as m:
+            m.setattr(csv_records, "SCAN_BYTES", scan)
+            list(csv_records.line_records(io.BytesIO(data), 2))
         return
     parts = data.split(b"\n")
     if parts and parts[-1] == b"":
         parts.pop()  # the last line's end, not an empty line
     want = [i for i, text in enumerate(parts, start=1) if i > 1 and text.removesuffix(b"\r")]
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(csv_reader, "SCAN_BYTES", scan)
-        got = [int(x) for lines_, _ in csv_reader._line_records(io.BytesIO(data), 2) for x in lines_]
+        m.setattr(csv_records, "SCAN_BYTES", scan)
+        got = [int(x) for lines_, _ in csv_records.line_records(io.BytesIO(data), 2) for x in lines_]
     assert got == want

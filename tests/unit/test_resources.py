@@ -72,7 +72,7 @@ FLOW = textwrap.dedent(
     from pipelines.lib import analytics, lake
     from pipelines.lib.contracts import contract, resources
     from pipelines.lib.ingest import ingest_partition
-    from pipelines.lib import waste
+    from pipelines.lib import rightsizing, waste
     from dashboards import charts
 
     home = paths.DataHome.resolve(sys.argv[2])
@@ -103,7 +103,7 @@ FLOW = textwrap.dedent(
     print(json.dumps({
         "promoted": outcome.promoted,
         "resources": list(resources()),
-        "waste": "p95_fpga" in waste._observed(stats).columns,
+        "waste": "p95_fpga" in rightsizing._observed(stats).columns,
         "lake_column": "fpga_util" in lake.read_partition(home, "utilisation_samples", day).columns,
         "lake_values": lake.read_partition(home, "utilisation_samples", day)["fpga_util"].sort().to_list(),
         "windows": "fpga_util" in windows.columns,

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipelines.lib import analytics, lake, waste
+from pipelines.lib import analytics, lake, rightsizing, waste
 from pipelines.lib.contracts import contract, resources
 from pipelines.lib.paths import DataHome
 from synthetic_fleet.sampler import sample_day
@@ -323,7 +323,7 @@ def test_the_binding_resource_is_the_first_closest_to_its_limit(rows):
         data[f"limit_{r}"] = [row[j][1] for row in rows]
         data[f"p95_{r}"] = [float(i * 10 + j) for i in range(len(rows))]
     frame = pl.DataFrame(data, schema=dict.fromkeys(data, pl.Float64))
-    got = waste._with_binding(frame, "after", "limit")
+    got = rightsizing._with_binding(frame, "after", "limit")
     for i, row in enumerate(rows):
         scores = []
         for a, lim in row:
