@@ -222,7 +222,7 @@ def store_partials(
     a lake on object storage without local copies (the analyses read its files where they lie, by URI)."""
     pid = part_id(path)
     store = lake.store(home)
-    if pid is None or (store.remote and store.cache is None):
+    if pid is None or (store.remote and store.copies is None):
         return
     cache = PartialCache(home.partials_cache, day)
     for name in PARTS:

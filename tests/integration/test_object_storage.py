@@ -21,6 +21,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from pipelines.lib import lake
+from pipelines.lib.lake.copies import CACHE_KEEP_S
 from pipelines.lib.paths import PROJECT_ROOT, DataHome
 from pipelines.lib.warehouse import publish_catalog
 from synthetic_fleet.writers import write_day
@@ -208,7 +209,7 @@ def test_local_copies_of_the_stores_files_read_as_the_store_and_stay_within_thei
     # over the bound, the least recently used copies go, but never one used within CACHE_KEEP_S
     small = lake.Lake(s3_lake, cache, 1)
     old, recent = sorted(paths)
-    long_ago = time.time() - lake.CACHE_KEEP_S - 60
+    long_ago = time.time() - CACHE_KEEP_S - 60
     os.utime(old, (long_ago, long_ago))
     assert small.prune_cache() == [Path(old)]
     assert not Path(old).exists() and Path(recent).exists()

@@ -15,12 +15,10 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import errno
 import functools
 import json
 import os
 import random
-import shutil
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -30,7 +28,6 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute
 import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 from deltalake import DeltaTable, Schema
 from deltalake.exceptions import CommitFailedError, TableNotFoundError
 from deltalake.transaction import AddAction
@@ -38,6 +35,8 @@ from deltalake.transaction import AddAction
 from pipelines.lib.contracts import contract
 from pipelines.lib.errors import Unavailable
 from pipelines.lib.lake import locks, s3
+from pipelines.lib.lake.copies import LocalCopies
+from pipelines.lib.lake.datafiles import put
 from pipelines.lib.lake.s3 import storage_options
 from pipelines.lib.paths import DataHome
 from pipelines.lib.settings import lake_cache_bytes
@@ -46,7 +45,6 @@ PART = "part-{}.parquet"
 COMMIT_WAIT_S = 600  # longest wait for another writer of the same day to commit
 COMMIT_LEASE_S = 120  # a commit lock a killed writer left is taken over after this (a commit takes < 1 s)
 VACUUM_RETENTION_HOURS = 24  # files a commit removed stay this long: analysts' open catalogs still read them
-CACHE_KEEP_S = 3600  # a cached copy used (read or written) this recently stays, whatever the cache's size
 # Every reader opens a table by replaying its log from the last checkpoint: Delta's default of one per 100
 # commits made an open cost 0.3 ms per commit (a lake of 95 days: 17 ms each, 40 s of a 71 s backfill).
 CHECKPOINT_INTERVAL = 10
@@ -92,8 +90,11 @@ class Lake:
         self.options = storage_options() if self.remote else None
         self._fs: pafs.FileSystem | None = None
         # Local copies of an object store's data files, which the product's own reads use (see ``readable``)
-        self.cache = cache if self.remote and cache is not None and cache_bytes > 0 else None
-        self.cache_bytes = cache_bytes
+        self.copies = (
+            LocalCopies(cache, cache_bytes, lambda: self.fs)
+            if self.remote and cache is not None and cache_bytes > 0
+            else None
+        )
 
     def __repr__(self) -> str:  # never the credentials
         return f"Lake({self.uri!r})"
@@ -237,7 +238,7 @@ class Lake:
         target = self._fs_path(f"{self.table_uri(table)}/{rel}")
         self.fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
         try:
-            rows = self._write(data, target)
+            rows = put(data, target, self.fs, self.remote, self.copies)
         except BaseException:  # a file no commit adds is removed (a disk full, a failed upload)
             with contextlib.suppress(OSError):
                 self.fs.delete_file(target)
@@ -251,40 +252,6 @@ class Lake:
             data_change=True,
             stats=json.dumps({"numRecords": rows}),
         )
-
-    def _write(self, data: pa.Table | Path, target: str) -> int:
-        """Put ``data`` at ``target`` (a staged file is moved, or uploaded and removed, or uploaded and kept
-        as the cache's copy); its rows."""
-        if not isinstance(data, Path) and self.cache is None:
-            with self.fs.open_output_stream(target) as out:
-                pq.write_table(data, out, compression="zstd")
-            return data.num_rows
-        if not isinstance(data, Path):  # written here first, then uploaded and kept as the cache's copy
-            part = self._cache_path(f"s3://{target}").with_suffix(f".{uuid.uuid4().hex[:8]}.part")
-            part.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                pq.write_table(data, part, compression="zstd")
-                return self._write(part, target)
-            finally:
-                part.unlink(missing_ok=True)
-        rows = pq.ParquetFile(data).metadata.num_rows
-        if self.remote:
-            pafs.copy_files(
-                str(data), target, source_filesystem=pafs.LocalFileSystem(), destination_filesystem=self.fs
-            )
-            if self.cache is None:
-                data.unlink()
-            else:
-                self._keep(data, f"s3://{target}")
-        else:
-            try:
-                data.replace(target)
-            except OSError as exc:  # the staging area and the lake on different filesystems
-                if exc.errno != errno.EXDEV:
-                    raise
-                shutil.copyfile(data, target)
-                data.unlink()
-        return rows
 
     @staticmethod
     def _check_day(day: str) -> None:
@@ -351,78 +318,13 @@ class Lake:
     # ------------------------------------------------------------------ local copies of remote files
 
     def readable(self, uris: list[str]) -> list[str]:
-        """Where to read the lake's data files ``uris`` from: on object storage with a cache, local copies
-        (downloaded once; a day the product wrote itself is copied as it is uploaded), which DuckDB and
-        polars read at disk speed instead of through Python's S3 client; else the URIs themselves.
-
-        Delta never rewrites a data file (a new version writes new files), so a copy stays right for as
-        long as its file exists. The cache is kept under ``cache_bytes`` by dropping the least recently
-        used copies, except those used in the last ``CACHE_KEEP_S`` seconds (a scan under way)."""
-        if self.cache is None:
-            return list(uris)
-        paths, fetched = [], False
-        for uri in uris:
-            path = self._cache_path(uri)
-            try:
-                os.utime(path)  # used now: kept by the pruning for a while
-            except FileNotFoundError:
-                part = path.with_suffix(f".{uuid.uuid4().hex[:8]}.part")
-                part.parent.mkdir(parents=True, exist_ok=True)
-                try:
-                    pafs.copy_files(
-                        self._fs_path(uri),
-                        str(part),
-                        source_filesystem=self.fs,
-                        destination_filesystem=pafs.LocalFileSystem(),
-                    )
-                    part.replace(path)
-                finally:
-                    part.unlink(missing_ok=True)
-                fetched = True
-            paths.append(str(path))
-        if fetched:
-            self.prune_cache()
-        return paths
-
-    def _cache_path(self, uri: str) -> Path:
-        assert self.cache is not None
-        return self.cache / uri.removeprefix("s3://")
-
-    def _keep(self, local: Path, uri: str) -> None:
-        """``local`` (just uploaded to ``uri``) becomes the cache's copy of it."""
-        path = self._cache_path(uri)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            local.replace(path)
-        except OSError:  # on another filesystem than staging, say: the copy is fetched when first read
-            local.unlink(missing_ok=True)
-            return
-        self.prune_cache()
+        """Where to read the lake's data files ``uris`` from: on object storage with local copies, the copies
+        (pipelines/lib/lake/copies.py); else the URIs themselves."""
+        return list(uris) if self.copies is None else self.copies.readable(uris)
 
     def prune_cache(self) -> list[Path]:
-        """Drop the least recently used copies until the cache is under ``cache_bytes`` (copies used in the
-        last ``CACHE_KEEP_S`` seconds stay); the copies dropped."""
-        if self.cache is None or not self.cache.exists():
-            return []
-        copies = []
-        for path in self.cache.rglob("*"):
-            with contextlib.suppress(FileNotFoundError):  # another process dropped it meanwhile
-                st = path.stat()
-                if path.is_file():
-                    copies.append((st.st_mtime, st.st_size, path))
-        total = sum(size for _, size, _ in copies)
-        recent = time.time() - CACHE_KEEP_S
-        dropped = []
-        for mtime, size, path in sorted(copies):
-            if total <= self.cache_bytes or mtime > recent:
-                break
-            with contextlib.suppress(FileNotFoundError):
-                if path.stat().st_mtime > recent:  # a reader took it up since the listing
-                    continue
-                path.unlink()
-                total -= size
-                dropped.append(path)
-        return dropped
+        """Keep the local copies within their bound; the copies dropped."""
+        return [] if self.copies is None else self.copies.prune()
 
     def version(self, table: str) -> int | None:
         """The table's current Delta version (None if it does not exist): a cache key of what it holds."""
