@@ -9,19 +9,47 @@ import polars as pl
 def model_views() -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """What-if sweeps (test suite), placement comparison, calibration table and the paper's Table III
     setting (each production model's CPU baseline against one Big Basin), from the workload model."""
-    from synthetic_fleet.sampler import default_fleet
-    from workload_model.calibration import (
-        evaluate,
-        load_targets,
-        predict,
-        production_ratios,
-        suite_row,
-        system,
-    )
+    from workload_model.calibration import predict, production_ratios, system
     from workload_model.catalog import load_hardware, load_models
     from workload_model.model import DEFAULT
 
     hw, models = load_hardware(), load_models()
+    prow = [
+        system(
+            models[m],
+            p_,
+            pl_,
+            n_sparse_ps=(models[m].cpu_baseline or {}).get("n_sparse_ps", 4) if pl_ == "remote_ps" else 0,
+        )
+        for m in ("M1prod", "M2prod", "M3prod")
+        for p_ in ("big_basin", "zion")
+        for pl_ in ("gpu_hbm", "system_memory", "hybrid", "remote_ps")
+    ]
+    placements = predict(prow, hw, DEFAULT).select(
+        "model_name", "platform", "placement", "throughput_eps", "bottleneck", "fits"
+    )
+    prod = production_ratios(models, hw, DEFAULT)
+    table_iii = pl.DataFrame(
+        [
+            {
+                "model_name": m,
+                "cpu_setup": f"{v['cpu']['n_trainers']} trainers + {v['cpu']['n_sparse_ps']} sparse PS + "
+                f"{v['cpu']['n_dense_ps']} dense PS",
+                "big_basin_placement": v["bb"]["placement"],
+                "throughput_ratio": v["thr"],
+                "perf_per_watt_ratio": v["ppw"],
+            }
+            for m, v in prod.items()
+        ]
+    )
+    return _sweeps(hw), placements, _calibration_table(hw, models), table_iii
+
+
+def _sweeps(hw) -> pl.DataFrame:
+    """The test suite's what-if sweeps: throughput and bottleneck per swept value and platform."""
+    from workload_model.calibration import predict, suite_row
+    from workload_model.model import DEFAULT
+
     grid = {
         "dense features": ("dense", (64, 128, 256, 512, 1024, 2048, 4096)),
         "sparse features": ("sparse", (4, 8, 16, 32, 64, 128)),
@@ -40,26 +68,18 @@ def model_views() -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFram
                     rows[-1]["placement"] = "system_memory"
                 meta.append((label, float(v)))
     p = predict(rows, hw, DEFAULT).select("platform", "throughput_eps", "bottleneck")
-    sweeps = p.with_columns(
-        pl.Series("field", [m[0] for m in meta]), pl.Series("value", [m[1] for m in meta])
-    )
-    prow = [
-        system(
-            models[m],
-            p_,
-            pl_,
-            n_sparse_ps=(models[m].cpu_baseline or {}).get("n_sparse_ps", 4) if pl_ == "remote_ps" else 0,
-        )
-        for m in ("M1prod", "M2prod", "M3prod")
-        for p_ in ("big_basin", "zion")
-        for pl_ in ("gpu_hbm", "system_memory", "hybrid", "remote_ps")
-    ]
-    placements = predict(prow, hw, DEFAULT).select(
-        "model_name", "platform", "placement", "throughput_eps", "bottleneck", "fits"
-    )
+    return p.with_columns(pl.Series("field", [m[0] for m in meta]), pl.Series("value", [m[1] for m in meta]))
+
+
+def _calibration_table(hw, models) -> pl.DataFrame:
+    """Every calibration target with the model's value (the fleet-shape ones on the demo's fleet)."""
+    from synthetic_fleet.sampler import default_fleet
+    from workload_model.calibration import evaluate, load_targets
+    from workload_model.model import DEFAULT
+
     results = evaluate(DEFAULT, hw, models, fleet=default_fleet())
     targets = load_targets()
-    cal = pl.DataFrame(
+    return pl.DataFrame(
         [
             {
                 "id": r.id,
@@ -76,18 +96,3 @@ def model_views() -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFram
         ],
         schema_overrides={"target": pl.Float64, "low": pl.Float64, "high": pl.Float64, "model": pl.Float64},
     )
-    prod = production_ratios(models, hw, DEFAULT)
-    table_iii = pl.DataFrame(
-        [
-            {
-                "model_name": m,
-                "cpu_setup": f"{v['cpu']['n_trainers']} trainers + {v['cpu']['n_sparse_ps']} sparse PS + "
-                f"{v['cpu']['n_dense_ps']} dense PS",
-                "big_basin_placement": v["bb"]["placement"],
-                "throughput_ratio": v["thr"],
-                "perf_per_watt_ratio": v["ppw"],
-            }
-            for m, v in prod.items()
-        ]
-    )
-    return sweeps, placements, cal, table_iii

@@ -195,8 +195,7 @@ def evaluate(
     models: dict[str, ModelSpec] | None = None,
     fleet: tuple[pl.DataFrame, pl.DataFrame] | None = None,
 ) -> list[Result]:
-    """Every target with the model's value and PASS/FAIL; the fleet-shape targets (t14 to t18) on
-    ``fleet``'s runs and samples (the fleet generator's default_fleet), skipped without one."""
+    """Every target with the model's value and PASS/FAIL (t14 to t18 on ``fleet``, skipped without)."""
     hw = hw or load_hardware()
     models = models or load_models()
     targets = load_targets()

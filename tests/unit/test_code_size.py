@@ -11,7 +11,7 @@ from pipelines.lib.paths import PROJECT_ROOT
 PACKAGES = ("pipelines", "dashboards", "workload_model", "synthetic_fleet")
 LIMITS = {"module": 600, "class": 300, "function": 80}
 STILL_OVER = {
-    "module pipelines/lib/ingest/day.py": 1116,
+    "module pipelines/lib/ingest/day.py": 1115,
     "class pipelines/lib/ingest/day.py:Day": 757,
     "function pipelines/lib/adapters.py:adapt_pai": 103,
     "function pipelines/lib/adapters.py:adapt_mlperf": 95,
@@ -19,8 +19,7 @@ STILL_OVER = {
     "function pipelines/lib/ingest/readers/openmetrics.py:_judge_chunk": 103,
     "function pipelines/lib/waste.py:fleet_view": 85,
     "function pipelines/orchestrate.py:_run_all": 114,
-    "function dashboards/model_views.py:model_views": 85,
-    "function workload_model/calibration.py:evaluate": 147,
+    "function workload_model/calibration.py:evaluate": 146,
     "function workload_model/calibration.py:_test_suite_targets": 118,
     "function synthetic_fleet/exporters.py:_kube": 86,
     "function synthetic_fleet/sampler.py:sample_runs": 152,

@@ -1065,8 +1065,7 @@ def _ingest_into(state: Day) -> DayIngest:
 
 
 def rank(table: str | None) -> int:
-    """When a landing file of this table is read: runs first, then Prometheus samples (runs are derived
-    from them), then utilisation samples (and files of no known table)."""
+    """Reading order of a table's landing files: runs, Prometheus samples (runs derive from them), others."""
     return {"runs": 0, METRICS: 1}.get(table, 2)
 
 
