@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 from pipelines.cli.args import Command, Needs, add_days_range, add_home, param
@@ -98,8 +99,15 @@ def cmd_report(args: argparse.Namespace) -> int:
     return ExitCode.DONE
 
 
+def _location_name() -> str:
+    """The code location's name, as `dagster dev` reads it from pyproject.toml."""
+    with open(PROJECT_ROOT / "pyproject.toml", "rb") as f:
+        return tomllib.load(f)["tool"]["dg"]["project"]["code_location_name"]
+
+
 def cmd_ui(args: argparse.Namespace) -> int:
     """`dagster dev` on the demo's instance, stoppable with Ctrl-C or SIGTERM."""
+    from pipelines.nightly import JOB
     from pipelines.orchestrate import ensure_instance
     from pipelines.runs import fail_dead_runs
 
@@ -111,8 +119,11 @@ def cmd_ui(args: argparse.Namespace) -> int:
     dagster_home = instance.root_directory
     _skip_welcome(dagster_home)
     cmd = [str(Path(sys.executable).with_name("dagster")), "dev", "-h", args.host, "-p", str(args.port)]
+    url = f"http://{args.host}:{args.port}"
     print(
-        f"Dagster UI on http://{args.host}:{args.port} (DAGSTER_HOME={dagster_home})",
+        f"Dagster UI on {url} (DAGSTER_HOME={dagster_home})\n"
+        # The asset catalog's lineage opens with its groups folded; the job's page shows every asset.
+        f"the night's assets, every group open: {url}/locations/{_location_name()}/jobs/{JOB}",
         flush=True,
     )
     # dagster dev runs in a process group of its own (webserver, daemon, code server): stopping `fleet ui`

@@ -3,6 +3,7 @@ pid."""
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -180,6 +181,10 @@ def test_fleet_ui_stops_its_whole_process_group_on_a_signal(landed, tmp_path, si
     port = _free_port()
     env = {**os.environ, "DAGSTER_HOME": str(dh), "DAGSTER_DISABLE_TELEMETRY": "1"}
     log = open(tmp_path / "fleet_ui.log", "w")  # noqa: SIM115 - open while the UI runs, closed below
+
+    def _log() -> str:
+        return (tmp_path / "fleet_ui.log").read_text()
+
     proc = subprocess.Popen(
         [str(BIN / "fleet"), "ui", "--home", str(landed.root), "--port", str(port)],
         cwd=PROJECT_ROOT,
@@ -197,6 +202,16 @@ def test_fleet_ui_stops_its_whole_process_group_on_a_signal(landed, tmp_path, si
         assert len(_with_environ(str(dh))) >= 3  # fleet ui, dagster dev, webserver, daemon, code server
         # The UI opens on the graph, not on the "Join the Dagster community" dialog.
         assert _graphql(port, "{ shouldShowNux }")["shouldShowNux"] is False
+        # The printed link to the job's graph names a job that this UI serves.
+        link = re.search(r"every group open: http://127\.0\.0\.1:\d+/locations/(\w+)/jobs/(\w+)", _log())
+        assert link, _log()
+        location, job = link.groups()
+        found = _graphql(
+            port,
+            f'{{ pipelineOrError(params: {{repositoryName: "__repository__", repositoryLocationName: '
+            f'"{location}", pipelineName: "{job}"}}) {{ __typename }} }}',
+        )
+        assert found["pipelineOrError"]["__typename"] == "Pipeline"
         proc.send_signal(sig)
         proc.wait(timeout=90)
         assert proc.returncode == 128 + sig
@@ -205,7 +220,7 @@ def test_fleet_ui_stops_its_whole_process_group_on_a_signal(landed, tmp_path, si
             time.sleep(0.5)
         assert _with_environ(str(dh)) == []
         assert not _answers(port)
-        printed = (tmp_path / "fleet_ui.log").read_text()
+        printed = _log()
         assert "Dagster UI on http://127.0.0.1" in printed and "SupersessionWarning" not in printed
     finally:
         log.close()
