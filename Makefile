@@ -43,11 +43,12 @@ test: install system-deps lint
 	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL) --durations=25 --durations-path .test-durations.json
 
 # ruff: lint and format checks (the tree is formatted with `ruff format`); import-linter: the layers and
-# no import cycles (contracts in pyproject.toml).
+# no import cycles (contracts in pyproject.toml); pyright (basic): the library, the model and the generator.
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports --no-cache
+	$(BIN)/pyright
 
 # The inner loop: every test that starts no process, server or browser, runs no big input and no whole
 # asset graph (markers from the fixtures they use); hypothesis at a fifth of its examples.

@@ -79,6 +79,8 @@ def write_day(
     if fleet.truth is not None:
         write_truth(fleet.truth, truth_root(landing) / source / fleet.day)
     if fmt == "openmetrics":
+        if hw is None:
+            raise ValueError("openmetrics landing files need the hardware catalog (hw)")
         return write_exporters(fleet, landing, hw, source)
     written = []
     for table, frame in (("runs", fleet.runs), ("utilisation_samples", fleet.samples)):

@@ -98,6 +98,18 @@ class Platform:
 
 
 @dataclass(frozen=True)
+class PsServer:
+    """The remote parameter server's figures the model reads, every one known."""
+
+    name: str
+    dram_gb: float
+    dram_bw_gb_per_s: float
+    nic_gb_per_s: float
+    idle_w: float
+    peak_w: float
+
+
+@dataclass(frozen=True)
 class HardwareCatalog:
     platforms: Mapping[str, Platform]
     hbm_reserve: float
@@ -116,10 +128,21 @@ class HardwareCatalog:
                 f"unknown platform {name!r}; known: {', '.join(sorted(self.platforms))}"
             ) from None
 
+    def ps_server(self) -> PsServer:
+        """The remote parameter server's platform; CatalogError names a figure it lacks."""
+        p = self.platform(self.remote_ps_platform)
+        figures = {
+            f: getattr(p, f) for f in ("dram_gb", "dram_bw_gb_per_s", "nic_gb_per_s", "idle_w", "peak_w")
+        }
+        lacking = sorted(f for f, v in figures.items() if v is None)
+        if lacking:
+            raise CatalogError(f"remote_ps.server_platform {p.name!r} lacks {lacking} the model needs")
+        return PsServer(name=p.name, **figures)
+
     @property
     def ps_server_gb(self) -> float:
         """Usable DRAM of one remote parameter server."""
-        return self.platform(self.remote_ps_platform).dram_gb * (1 - self.dram_reserve)
+        return self.ps_server().dram_gb * (1 - self.dram_reserve)
 
     def options(self) -> list[tuple[str, str]]:
         """Every (platform, placement) the catalog allows (modelled platforms only)."""
@@ -251,7 +274,7 @@ def _platform(name: str, spec: Mapping[str, Any], path: Path) -> Platform:
     lacking = [f for f in needed_fields() if spec.get(f) is None]
     if placements and lacking:
         raise CatalogError(f"{path}: platform {name!r} lists placements but lacks {lacking} the model needs")
-    values = {
+    values: dict[str, Any] = {
         f: spec.get(f) for f in (*needed_fields(), "sockets", "cores", "nics") if spec.get(f) is not None
     }
     for f, default in optional_fields().items():

@@ -6,6 +6,7 @@ them. Tests check that no other module defines its own copy.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 # Power-law exponent of lookups across tables when a workload does not state it: the catalog's production
@@ -79,7 +80,7 @@ def batch_for(batch_map: dict[str, int] | None, platform: str, gpus: int) -> int
     return BATCH_PER_GPU * int(gpus)
 
 
-def system_for(cpu_baseline: dict[str, Any] | None, gpus: int) -> dict[str, int]:
+def system_for(cpu_baseline: Mapping[str, Any] | None, gpus: int) -> dict[str, int]:
     """Default server counts of a run on a platform kind: the model's CPU baseline or CPU_SYSTEM on a CPU
     platform, GPU_SYSTEM on a GPU platform."""
     if gpus == 0:

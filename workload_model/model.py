@@ -46,7 +46,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from workload_model.catalog import HardwareCatalog, Platform
+from workload_model.catalog import HardwareCatalog, PsServer
 from workload_model.coefficients import DEFAULT, SHAPE, Coefficients
 from workload_model.model_inputs import (
     GB,
@@ -98,7 +98,7 @@ def _evaluated(
 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Every stage's outputs for prepared rows, and which rows have a prediction (they fit and run)."""
     fits = x.get_column("fits").fill_null(False).to_numpy()
-    ps = hw.platform(hw.remote_ps_platform)
+    ps = hw.ps_server()
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # masked branches of np.where
         out = _evaluate(rows_of(x, arrays, coef), arrays, ps, coef, hw.hbm_reserve)
     return out, fits & np.isfinite(out["throughput_eps"]) & (out["throughput_eps"] > 0)
@@ -129,7 +129,7 @@ def predict_frame(frame: pl.DataFrame, hw: HardwareCatalog, coef: Coefficients =
     """
     x, arrays = _prepared(frame, hw, coef)
     out, keep = _evaluated(x, arrays, hw, coef)
-    cols = [
+    cols: list[pl.Series | pl.Expr] = [
         pl.Series(k, np.where(keep & np.isfinite(v), v, np.nan), nan_to_null=True)
         for k, v in out.items()
         if k != "bottleneck"
@@ -147,7 +147,7 @@ def predict_frame(frame: pl.DataFrame, hw: HardwareCatalog, coef: Coefficients =
     return res.drop([k for k in res.columns if k.startswith("hw_")])
 
 
-def _evaluate(r: Rows, hw: Hw, ps: Platform, coef: Coefficients, hbm_reserve: float) -> dict[str, np.ndarray]:
+def _evaluate(r: Rows, hw: Hw, ps: PsServer, coef: Coefficients, hbm_reserve: float) -> dict[str, np.ndarray]:
     """Every stage over all rows; throughput is the slowest stage."""
     sps = sparse_ps_stage(r, hw, ps, coef)
     cpu = cpu_trainer_stage(r, hw, ps, coef)
@@ -223,7 +223,7 @@ def _utilisation(
     cpu: CpuTrainers,
     gpu: GpuIteration,
     thr: np.ndarray,
-    ps: Platform,
+    ps: PsServer,
     coef: Coefficients,
 ) -> dict[tuple[str, str], np.ndarray]:
     """Mean utilisation per role and resource: demand over capacity (shape constants in SHAPE)."""
@@ -301,7 +301,7 @@ def _trainer_utilisation(
 
 
 def _server_utilisation(
-    r: Rows, sps: SparsePS, cpu: CpuTrainers, thr: np.ndarray, ps: Platform, coef: Coefficients
+    r: Rows, sps: SparsePS, cpu: CpuTrainers, thr: np.ndarray, ps: PsServer, coef: Coefficients
 ) -> dict[tuple[str, str], np.ndarray]:
     """Sparse PS, dense PS and readers: load on the binding resource, the rest following it."""
     remote, s = r.remote, SHAPE
@@ -326,7 +326,7 @@ def _server_utilisation(
     return util
 
 
-def _power(r: Rows, hw: Hw, util: dict, ps: Platform) -> dict[str, np.ndarray]:
+def _power(r: Rows, hw: Hw, util: dict, ps: PsServer) -> dict[str, np.ndarray]:
     """Drawn power (idle + busy share of the dynamic range, every server) and provisioned power."""
     busy = np.where(
         r.is_gpu,

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from workload_model.catalog import Platform
+from workload_model.catalog import PsServer
 from workload_model.coefficients import Coefficients
 from workload_model.model_inputs import (
     BYTES_FP32,
@@ -44,7 +44,7 @@ class SparsePS:
     r_in: np.ndarray
 
 
-def sparse_ps_stage(r: Rows, hw: Hw, ps: Platform, coef: Coefficients) -> SparsePS:
+def sparse_ps_stage(r: Rows, hw: Hw, ps: PsServer, coef: Coefficients) -> SparsePS:
     """Remote sparse parameter servers: DRAM and network rates, with the hottest table's imbalance; readers
     and the trainers' intake of examples (over the NICs, or from local drives at their read rate)."""
     n_ps = r.n_ps
@@ -118,7 +118,7 @@ class CpuTrainers:
     name: np.ndarray
 
 
-def cpu_trainer_stage(r: Rows, hw: Hw, ps: Platform, coef: Coefficients) -> CpuTrainers:
+def cpu_trainer_stage(r: Rows, hw: Hw, ps: PsServer, coef: Coefficients) -> CpuTrainers:
     """CPU trainers (batch per trainer). remote_ps: asynchronous trainers; lookups go to the PS over the NIC
     and the dense weights sync with the dense PS every ``dense_sync_batches`` mini-batches. system_memory:
     the tables are sharded over the trainers' DRAM, so the trainers run as one synchronous job (every

@@ -200,7 +200,7 @@ def _partials(
     digest = None
     for part in day_parts(with_resource_columns(samples)):
         pid = part_id(part.uris[0]) if cache and isinstance(part, LakeFiles) and not part.remote else None
-        if pid is not None:
+        if pid is not None and cache is not None:
             digest = digest or _digest(name, runs)
             kept = cache.get(pid, name, digest)
             if kept is not None:

@@ -370,7 +370,7 @@ def conformance_violations(frame: pl.DataFrame, c: Contract) -> list[str]:
         if stats.get(f"{n}|above"):
             problems.append(f"{n}: values above {col.max}")
         if stats.get(f"{n}|outside"):
-            problems.append(f"{n}: values outside {list(col.enum)}")
+            problems.append(f"{n}: values outside {list(col.enum or ())}")
     return problems
 
 

@@ -60,8 +60,9 @@ def _inside(path: Path, root: Path) -> bool:
 def _classify(landing: Path, path: Path, parts: tuple[str, ...]) -> LandingFile:
     rel = printable("/".join(parts))
     source = printable(parts[0]) if len(parts) > 1 else ""
-    in_layout = len(parts) == 3 and is_day(parts[1])
-    day = parts[1] if in_layout else None
+    folder = parts[1] if len(parts) == 3 else None  # <source>/<day>/<file>
+    in_layout = folder is not None and is_day(folder)
+    day = folder if in_layout else None
     try:
         st = path.lstat()
     except OSError as exc:
@@ -228,7 +229,8 @@ def not_read_warning(entries: list[LandingFile], shown: int = 5) -> str | None:
     if not entries:
         return None
     why = {"file_hidden": "hidden", "file_bad_location": "not in a <source>/<YYYY-MM-DD>/ folder"}
-    listed = ", ".join(f"{e.relpath} ({why.get(e.problem[0], e.problem[0])})" for e in entries[:shown])
+    codes = [e.problem[0] if e.problem else "unread" for e in entries[:shown]]
+    listed = ", ".join(f"{e.relpath} ({why.get(c, c)})" for e, c in zip(entries[:shown], codes, strict=True))
     more = f" and {len(entries) - shown} more" if len(entries) > shown else ""
     n = f"{len(entries)} landing entr{'y is' if len(entries) == 1 else 'ies are'}"
     return (

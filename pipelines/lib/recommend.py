@@ -364,7 +364,7 @@ def _band(
         band[:, 1] = p50  # the P50 of the default coefficients
         return band
     mid = p50.copy()
-    if correction.applied:
+    if correction.applied and correction.models is not None:
         X = _feature_frame(cand, np.where(np.isfinite(p50), p50, 1.0), correction.options)
         used = np.isin(_option(cand), correction.applied_options)
         mid = np.where(used, p50 * np.exp(correction.models[0.5].predict(X)), p50)

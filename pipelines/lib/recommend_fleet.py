@@ -6,6 +6,7 @@ names costs time linear in them and memory bounded by the batch."""
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import polars as pl
@@ -23,6 +24,7 @@ from pipelines.lib.recommend import (
 from workload_model import fields
 from workload_model.catalog import HardwareCatalog, ModelSpec
 from workload_model.model import DEFAULT, Coefficients
+from workload_model.scalars import as_float
 from workload_model.sizing import workload_of_model
 
 
@@ -73,8 +75,10 @@ def never_ran(workload: dict[str, Any], fleet: Fleet) -> str | None:
         if family.schema[f] == pl.String:
             if v not in set(seen.to_list()):
                 return f"the fleet never ran {name} with {f} {v}"
-        elif not seen.min() - 1e-9 <= float(v) <= seen.max() + 1e-9:
-            return f"the fleet never ran {name} with {f} {v:g} (its runs: {seen.min():g}-{seen.max():g})"
+            continue
+        low, high = as_float(seen.min()), as_float(seen.max())
+        if not low - 1e-9 <= float(v) <= high + 1e-9:
+            return f"the fleet never ran {name} with {f} {v:g} (its runs: {low:g}-{high:g})"
     return None
 
 
@@ -84,7 +88,7 @@ def observed(res: pl.DataFrame, fleet: Fleet, workload: dict[str, Any] | None = 
     return observed_of(res.with_columns(pl.lit(0).alias(GROUP)), fleet, [workload]).drop(GROUP)
 
 
-def observed_of(res: pl.DataFrame, fleet: Fleet, workloads: list[dict[str, Any] | None]) -> pl.DataFrame:
+def observed_of(res: pl.DataFrame, fleet: Fleet, workloads: Sequence[dict[str, Any] | None]) -> pl.DataFrame:
     """``observed`` for the rows of several workloads (``GROUP``)."""
     why = {i: never_ran(w, fleet) if w is not None else None for i, w in enumerate(workloads)}
     med = fleet.medians().with_columns(pl.col(k).cast(res.schema[k]) for k in ("n_trainers", "batch_size"))

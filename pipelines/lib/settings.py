@@ -247,7 +247,7 @@ class IngestLimits:
     @classmethod
     def resolve(cls, environ: Mapping[str, str]) -> IngestLimits:
         """The defaults, each overridden by its $FLEET_<FIELD> when set."""
-        values: dict[str, int | str] = {}
+        values: dict[str, Any] = {}  # checked field by field in __post_init__
         for name, setting in LIMITS.items():
             var = setting.env
             text = environ.get(var, "").strip()
@@ -302,6 +302,14 @@ def whole_number(text: str) -> int | None:
     return number if number <= INT64_MAX else None
 
 
+def executor_named(name: str) -> Executor:
+    """One of EXECUTORS, by its name."""
+    for known in EXECUTORS:
+        if name == known:
+            return known
+    raise ValueError(f"executor {name!r}: expected one of {', '.join(EXECUTORS)}")
+
+
 @dataclass(frozen=True)
 class Settings:
     """``home``: the data home and its lake (``HOME``, ``LAKE``); ``executor`` and ``broker``: where day runs
@@ -319,8 +327,7 @@ class Settings:
     lake_cache_bytes: int = LAKE_CACHE_BYTES
 
     def __post_init__(self) -> None:
-        if self.executor not in EXECUTORS:
-            raise ValueError(f"executor {self.executor!r}: expected one of {', '.join(EXECUTORS)}")
+        executor_named(self.executor)
         if self.executor == "celery":
             check_broker(self.broker)
         for name in ("pool_wait_s", "worker_wait_s", "worker_silence_s"):
@@ -354,7 +361,7 @@ class Settings:
         root = Path(pick(home, HOME)).expanduser().resolve()
         return cls(
             home=DataHome(root, lake_uri(pick(lake, LAKE), root)),
-            executor=pick(executor, EXECUTOR),
+            executor=executor_named(pick(executor, EXECUTOR)),
             broker=pick(broker, BROKER),
             pool_wait_s=seconds(POOL_WAIT_S),
             worker_wait_s=seconds(WORKER_WAIT_S),

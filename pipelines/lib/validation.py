@@ -5,7 +5,7 @@ rejected with a reason code, the field and a one-line message, and its raw recor
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -217,7 +217,7 @@ def _blank(col: Column, s: pl.Series, parsed: pl.Series) -> pl.Series:
         lowest = s.min()
         # Empty or whitespace-led text starts with a byte at or below " ", so it sorts before "!": when
         # the smallest value does not, no value can be blank (one cheap pass instead of a regex per row).
-        if lowest is None or lowest >= "!":
+        if lowest is None or (isinstance(lowest, str) and lowest >= "!"):
             return s.is_null()
         return s.is_null() | (s.str.len_bytes() == 0) | s.str.contains(_BLANK_TEXT).fill_null(False)
     if parsed.null_count() == s.null_count():  # every value parsed; empty text never does
@@ -253,7 +253,7 @@ def _violates(col: Column, allowed: Mapping[str, frozenset[str]]) -> pl.Expr:
     return bad.fill_null(False)
 
 
-def _clean_columns(both: pl.DataFrame, cols: tuple[Column, ...]) -> set[str]:
+def _clean_columns(both: pl.DataFrame, cols: Sequence[Column]) -> set[str]:
     """Columns that certainly hold no violation in this batch, from one pass of column statistics: every
     value parsed or blank, blanks only where allowed, extremes finite and within the bounds. Their
     row-by-row test (``_violates``) is skipped; any doubt (a NaN or an infinity, an enum, a reference, a
@@ -332,7 +332,7 @@ def validate_rows(
 
 
 def _parse_columns(
-    given: dict[str, pl.Series], cols: tuple[Column, ...], n: int
+    given: dict[str, pl.Series], cols: Sequence[Column], n: int
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Every column parsed once: the parsed values, and beside them (``_b_<name>``, ``_p_<name>``) which
     are blank and what they parsed to."""

@@ -17,6 +17,7 @@ from pipelines.lib import lake
 from pipelines.lib.contracts import contract
 from pipelines.lib.paths import DataHome
 from pipelines.lib.sqlfiles import sql_text
+from workload_model.scalars import as_float
 
 LOW_COVERAGE = 0.5  # samples below this share of what the runs imply: "low"
 LOW_VS_TRAILING = 0.5  # ... or below this share of the source's trailing median
@@ -82,7 +83,7 @@ def day_volume(day: str, per_run: pl.DataFrame, trailing: dict[str, list[int]]) 
         history = trailing.get(source, [])
         judged = samples > 0 or any(n > 0 for n in history)
         base = [n for n in history if n > 0]
-        median = float(pl.Series(base).median()) if len(base) >= MIN_TRAILING_DAYS else None
+        median = as_float(pl.Series(base).median()) if len(base) >= MIN_TRAILING_DAYS else None
         row = {"day": dt.date.fromisoformat(day), "source": source, "runs": runs.height, "samples": samples}
         if not judged:
             rows.append(

@@ -109,7 +109,8 @@ def _build_and_swap(
             store.duckdb(con)
             define_views(con, files)
             for table in files:
-                counts[table] = con.execute(f"SELECT count(*) FROM {_ident(table)}").fetchone()[0]
+                row = con.execute(f"SELECT count(*) FROM {_ident(table)}").fetchone()
+                counts[table] = row[0] if row else 0  # count(*) always has its row
             con.execute("CHECKPOINT")
         finally:
             con.close()

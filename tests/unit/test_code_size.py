@@ -11,8 +11,8 @@ from pipelines.lib.paths import PROJECT_ROOT
 PACKAGES = ("pipelines", "dashboards", "workload_model", "synthetic_fleet")
 LIMITS = {"module": 600, "class": 300, "function": 80}
 STILL_OVER = {
-    "module pipelines/lib/ingest/day.py": 1115,
-    "class pipelines/lib/ingest/day.py:Day": 757,
+    "module pipelines/lib/ingest/day.py": 931,
+    "class pipelines/lib/ingest/day.py:Day": 699,
     "function pipelines/lib/adapters.py:adapt_pai": 103,
     "function pipelines/lib/adapters.py:adapt_mlperf": 95,
     "function pipelines/lib/ingest/readers/csv.py:_tier": 86,

@@ -6,6 +6,7 @@ unknown, the run row of that day that was refused."""
 from __future__ import annotations
 
 import difflib
+from collections.abc import Sequence
 
 import polars as pl
 
@@ -14,7 +15,7 @@ from pipelines.lib.contracts import contract
 CLOSE = 0.6  # difflib's similarity above which a name is offered as "did you mean"
 
 
-def _meant(name: str, known: list[str]) -> str | None:
+def _meant(name: str, known: Sequence[str]) -> str | None:
     """The known column ``name`` is most probably a misspelling of, if any is close."""
     hit = difflib.get_close_matches(name.lower(), known, n=1, cutoff=CLOSE)
     return hit[0] if hit else None

@@ -19,7 +19,6 @@ import os
 import shutil
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -30,23 +29,22 @@ import pyarrow.parquet as pq
 from pipelines.lib import lake
 from pipelines.lib.contracts import ConformanceProfile, Contract, contract
 from pipelines.lib.fileio import full_disk
+from pipelines.lib.frames import arrow_frame
 from pipelines.lib.ingest import cross_row, dedupe
 from pipelines.lib.ingest.cross_row import FILE, ORDER, SAMPLE_KEY
+from pipelines.lib.ingest.day_state import METRICS, DayIngest, FileState, SamplePart
 from pipelines.lib.ingest.entries import (
-    CROSS_ROW_REASONS,
-    FILL,
-    JUDGE,
     TS_OUT,
     FileEntry,
     FileReject,
     RejectLog,
-    cap_raw,
     ledger_frame,
     quarantine_frame,
     reject_frame,
     row_rejects,
 )
 from pipelines.lib.ingest.hashing import FileHasher, file_stamp
+from pipelines.lib.ingest.line_texts import finish_all_texts, finish_texts
 from pipelines.lib.ingest.readers import FORMATS, Format, detect
 from pipelines.lib.ingest.readers.base import (
     ROW,
@@ -69,9 +67,6 @@ from pipelines.lib.volume import day_volume, run_samples, trailing_samples
 from workload_model.catalog import load_hardware
 
 LANDING_TABLES = ("runs", "utilisation_samples")
-METRICS = (
-    "metric_samples"  # what Prometheus and OpenMetrics files feed (their format says so, not their name)
-)
 HEAD_BYTES = 64  # read from a file's start to recognise its format
 HASH_FIRST_BYTES = 8 << 20  # files up to this size are hashed before reading (a duplicate is never read)
 MAX_READS = 3  # a file that changes while it is read is read again, this many times at most
@@ -121,127 +116,6 @@ def table_of(lf: LandingFile, staging: Path) -> str | None:
         return named
     fmt, _ = recognise(lf, staging)
     return fmt.table if fmt is not None and fmt.table else table_for(lf.path.name)
-
-
-@dataclass
-class FileState:
-    """One landing file's ledger entry and what ingest learnt while reading it."""
-
-    lf: LandingFile
-    order: int
-    entry: FileEntry
-    table: str | None = None  # the contract it feeds (its format's or its name's)
-    derived_from: FileState | None = None  # rows derived from this landing file's samples (no ledger row)
-    accepted: int = 0
-    rejects: RejectLog = field(default_factory=RejectLog)
-    row_groups: list[int] = field(default_factory=list)  # staged samples' row groups of this file
-    extra_groups: list[int] = field(default_factory=list)  # staged extra fields' row groups
-    run_extras: list[pl.DataFrame] = field(default_factory=list)  # runs: staged once duplicates are settled
-    fmt: Format | None = None
-    src: Source | None = None
-    info: FileInfo = field(default_factory=FileInfo)
-    hashed: bool = False  # reached the duplicate check (a file that failed to open or is empty did not)
-
-    def __getstate__(self) -> dict:
-        # a format holds functions: it travels to another worker by name
-        return {**self.__dict__, "fmt": self.fmt.name if self.fmt is not None else None}
-
-    def __setstate__(self, state: dict) -> None:
-        name = state["fmt"]
-        self.__dict__.update(state, fmt=next((f for f in FORMATS if f.name == name), None))
-
-    @property
-    def from_lines(self) -> bool:
-        """Raw records are the rows' original lines (read back when needed)."""
-        return self.fmt is not None and self.fmt.raw_is_line
-
-    def counts(self) -> tuple[int, int]:
-        """(rows accepted, rows quarantined) for the ledger."""
-        if self.entry.problem is not None:
-            return 0, self.entry.rows_in
-        return self.accepted, self.rejects.total
-
-
-@dataclass
-class SamplePart:
-    """Staged samples of one part of the day (the whole day, or a slice read on a worker) and one 64-bit key
-    hash per sample, row group for row group, with what conformance found in them."""
-
-    samples: Path
-    hashes: Path
-    group_sizes: list[int]
-    problems: dict[str, str]
-
-
-@dataclass
-class DayIngest:
-    """One day's ingest, staged beside the lake and ready to be promoted."""
-
-    day: str
-    staging: Path
-    runs: pl.DataFrame
-    quarantine: pl.DataFrame
-    ingest_ledger: pl.DataFrame
-    samples_paths: list[Path]  # the staged samples: one file, or one per slice of a split day
-    samples_rows: int
-    samples_violations: list[str]
-    samples_duplicated: int
-    extra_fields_path: Path | None
-    extra_fields_rows: int
-    sample_volume: pl.DataFrame
-    metric_samples_path: Path | None = None  # the day's Prometheus samples (staged)
-    metric_samples_rows: int = 0
-    notes: list[str] = field(default_factory=list)  # what the Prometheus derivation left out
-    landing_files: frozenset[str] = frozenset()  # the day's landing files as listed when reading began
-    prior_files: frozenset[str] = frozenset()  # other days' accepted file hashes, as read at the start
-    prior_runs: frozenset[str] = frozenset()  # other days' run ids, as read at the start
-    slices: list[dict] = field(default_factory=list)  # a split day's slices: files, read by which process
-
-    @property
-    def utilisation_samples(self) -> pl.DataFrame:
-        """The staged samples (reads them whole: for tests and small days)."""
-        if not self.samples_paths:
-            return contract("utilisation_samples").empty_frame()
-        return pl.read_parquet(self.samples_paths)
-
-    @property
-    def metric_samples(self) -> pl.DataFrame:
-        """The staged Prometheus samples (reads them whole: for tests and small days)."""
-        if self.metric_samples_path is None:
-            return contract(METRICS).empty_frame()
-        return pl.read_parquet(self.metric_samples_path)
-
-    @property
-    def extra_fields(self) -> pl.DataFrame:
-        if self.extra_fields_path is None:
-            return contract("extra_fields").empty_frame()
-        return pl.read_parquet(self.extra_fields_path)
-
-    def row_counts(self) -> dict[str, int]:
-        return {
-            "runs": self.runs.height,
-            "utilisation_samples": self.samples_rows,
-            "quarantine": self.quarantine.height,
-            "ingest_ledger": self.ingest_ledger.height,
-            "extra_fields": self.extra_fields_rows,
-            "sample_volume": self.sample_volume.height,
-            METRICS: self.metric_samples_rows,
-        }
-
-    def frames(self) -> dict[str, pl.DataFrame]:
-        """Every table as a frame (reads staged files whole: for tests and small days)."""
-        return {
-            "runs": self.runs,
-            "utilisation_samples": self.utilisation_samples,
-            "quarantine": self.quarantine,
-            "ingest_ledger": self.ingest_ledger,
-            "extra_fields": self.extra_fields,
-            "sample_volume": self.sample_volume,
-            METRICS: self.metric_samples,
-        }
-
-    def discard(self) -> None:
-        shutil.rmtree(self.staging, ignore_errors=True)
 
 
 class Day:
@@ -391,7 +265,7 @@ class Day:
                 return
         else:
             hasher.start()  # cannot be a duplicate of anything known; hash while reading
-        c = contract(f.entry.table_name)
+        c = f.contract()
         try:
             self._read(f, c, head)
         except FileProblem as p:
@@ -464,11 +338,11 @@ class Day:
         try:
             self._consume(f, c)
             try:
-                self.finish_texts(f, c)
+                finish_texts(f, c, self.allowed, self.limits.raw_record_max_bytes)
             except Inconsistent:
                 f.info = FileInfo(reference_only=True)
                 self._consume(f, c)
-                self.finish_texts(f, c)
+                finish_texts(f, c, self.allowed, self.limits.raw_record_max_bytes)
         finally:
             f.src.close()
         f.entry.extra_columns = ",".join(f.info.extra_columns) or None
@@ -477,7 +351,8 @@ class Day:
     def _consume(self, f: FileState, c: Contract) -> None:
         self.drop_rows(f)
         f.entry.rows_in = 0
-        with contextlib.closing(prefetched(f.fmt.read(f.src, c, f.info))) as batches:
+        fmt, src = f.opened()
+        with contextlib.closing(prefetched(fmt.read(src, c, f.info))) as batches:
             for b in batches:
                 if isinstance(b, FallBack):
                     self.drop_rows(f)
@@ -579,7 +454,7 @@ class Day:
                 continue
             t = pf.read_row_group(rg)
             if drop is not None and drop.height:
-                t = pl.from_arrow(t).join(drop, on=["source_file", "row_number"], how="anti").to_arrow()
+                t = arrow_frame(t).join(drop, on=["source_file", "row_number"], how="anti").to_arrow()
             if t.num_rows:
                 out.write(t.cast(self.metrics.schema))
         self.dead_metrics = set()
@@ -650,7 +525,7 @@ class Day:
         names = [x.name for x in c.landing_columns]
         pf = pq.ParquetFile(path)
         for rg in range(pf.num_row_groups):
-            batch = pl.from_arrow(pf.read_row_group(rg, columns=[*names, "anchor_file", "anchor_row"]))
+            batch = arrow_frame(pf.read_row_group(rg, columns=[*names, "anchor_file", "anchor_row"]))
             for (rel,), part in batch.group_by("anchor_file", maintain_order=True):
                 f = self._derived_for(rel, "utilisation_samples")
                 v = validate_rows(
@@ -667,7 +542,7 @@ class Day:
         """Quarantine the readings no derived sample could use, under their own lines."""
         pf = pq.ParquetFile(path)
         for rg in range(pf.num_row_groups):
-            batch = pl.from_arrow(pf.read_row_group(rg)).rename({"row_number": ROW})
+            batch = arrow_frame(pf.read_row_group(rg)).rename({"row_number": ROW})
             for (rel,), part in batch.group_by("source_file", maintain_order=True):
                 self._derived_rejects(self._derived_for(rel, "utilisation_samples"), part)
 
@@ -726,69 +601,6 @@ class Day:
             raise FileProblem("file_bad_encoding", f"{f.lf.relpath}: text that is not UTF-8 ({exc})") from exc
         f.extra_groups.append(self.extras.write(table))
 
-    # -- original text of rejected rows (formats whose rows are lines)
-
-    def finish_texts(self, f: FileState, c: Contract) -> None:
-        """Kept rejects whose raw record is their line get it; those a fast tier judged are judged again
-        from their line by the reference path (it must reject the same rows: else ``Inconsistent``).
-        Lines are read back a group at a time, so a file of long lines holds one group in memory."""
-        kept = f.rejects.kept
-        pending = pl.col(FILL) | pl.col(JUDGE)
-        todo = kept.filter(pending)
-        if not todo.height or f.fmt.line_texts is None:
-            return
-        done = []
-        with f.fmt.verdicts(f.src) as judge:
-            for texts in f.fmt.line_texts(f.src, np.unique(todo[ROW].to_numpy())):
-                part = todo.filter(pl.col(ROW).is_in(list(texts))).with_columns(
-                    pl.col(ROW).replace_strict(texts, return_dtype=pl.String).alias("__text")
-                )
-                judged = self._judged(f, c, part, texts, judge)
-                done.append(
-                    cap_raw(judged.drop("raw_record_cut"), self.limits.raw_record_max_bytes).select(
-                        kept.columns
-                    )
-                )
-        f.rejects.replace(pl.concat([kept.filter(~pending), *done]))
-
-    def _judged(
-        self, f: FileState, c: Contract, part: pl.DataFrame, texts: dict[int, str], judge
-    ) -> pl.DataFrame:
-        """``part`` (rejects with their line in ``__text``) as the reference path gives them."""
-        cross = pl.col("reason_code").is_in(list(CROSS_ROW_REASONS))
-        judged = part.filter(pl.col(JUDGE))
-        if judged.height:
-            ref = judge(c, {r: texts[r] for r in judged[ROW].to_list()}, self.allowed, f.lf.relpath)
-            joined = judged.join(ref, on=ROW, how="left", suffix="_ref")
-            if not joined.select((cross == pl.col("accepted")).all()).item():
-                raise Inconsistent(f"{f.lf.relpath}: a fast tier and the reference disagree on a row")
-            fields = ("reason_code", "field", "message", "raw_record")
-            part = pl.concat(
-                [
-                    part.filter(~pl.col(JUDGE)),
-                    joined.filter(cross).select(part.columns),
-                    joined.filter(~cross)
-                    .with_columns(pl.col(f"{x}_ref").alias(x) for x in fields)
-                    .select(part.columns),
-                ]
-            )
-        return part.with_columns(
-            pl.when(cross | pl.col(FILL))
-            .then(pl.col("__text"))
-            .otherwise(pl.col("raw_record"))
-            .alias("raw_record"),
-            pl.lit(False).alias(FILL),
-            pl.lit(False).alias(JUDGE),
-        ).drop("__text")
-
-    def _finish_all_texts(self, files: Iterable[FileState]) -> None:
-        for f in files:
-            if f.from_lines and f.entry.problem is None and f.src is not None:
-                try:
-                    self.finish_texts(f, contract(f.entry.table_name))
-                finally:
-                    f.src.close()
-
     # -- runs (small: in memory)
 
     def settle_runs(self) -> None:
@@ -818,7 +630,7 @@ class Day:
         for f in self.files:
             if f.entry.table_name == "runs" and f.entry.problem is None:
                 f.accepted = int((self.runs[ORDER] == f.order).sum())
-        self._finish_all_texts(touched)
+        finish_all_texts(touched, self.allowed, self.limits.raw_record_max_bytes)
         self.windows = cross_row.windows(self.runs)
         self.prior_sample_hashes = dedupe.prior_sample_hashes(self.home, self.dup_runs)
 
@@ -841,6 +653,8 @@ class Day:
         self.sealed = True
         samples, hashes = self.samples.close(), self.hashes.close()
         if samples is not None:
+            if hashes is None:  # a key hash is staged with every sample
+                raise RuntimeError(f"{self.day}: staged samples without their key hashes")
             self.parts.append(
                 SamplePart(samples, hashes, list(self.group_sizes), dict(self.profile.problems))
             )
@@ -900,7 +714,9 @@ class Day:
                     drop.setdefault(rg, []).append(off)
             kept = exact.filter(~pl.col("repeat"))
             remaining = kept.height - kept.select(pl.struct(SAMPLE_KEY).n_unique()).item()
-            self._finish_all_texts(sorted(touched, key=lambda f: f.order))
+            finish_all_texts(
+                sorted(touched, key=lambda f: f.order), self.allowed, self.limits.raw_record_max_bytes
+            )
         if self.dead_samples or drop:
             self._rewrite_samples(drop)
         self._rewrite_extras(self.dead_extras, dropped_rows)
@@ -936,7 +752,7 @@ class Day:
                     keep[drop[g]] = False
                     t = t.filter(pa.array(keep))
                 if t.num_rows:
-                    profile.update(pl.from_arrow(t))
+                    profile.update(arrow_frame(t))
                     out.write(t)
                     sizes.append(t.num_rows)
             out.close()
@@ -965,7 +781,7 @@ class Day:
             for rg in range(pf.num_row_groups):
                 if first + rg in dead:
                     continue
-                t = pl.from_arrow(pf.read_row_group(rg)).join(
+                t = arrow_frame(pf.read_row_group(rg)).join(
                     gone, on=["source_file", "row_number"], how="anti"
                 )
                 if t.height:
@@ -1066,7 +882,7 @@ def _ingest_into(state: Day) -> DayIngest:
 
 def rank(table: str | None) -> int:
     """Reading order of a table's landing files: runs, Prometheus samples (runs derive from them), others."""
-    return {"runs": 0, METRICS: 1}.get(table, 2)
+    return {"runs": 0, METRICS: 1}.get(table or "", 2)
 
 
 def day_result(state: Day, files: list[LandingFile]) -> DayIngest:

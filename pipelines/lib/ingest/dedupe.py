@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 
 from pipelines.lib import lake
 from pipelines.lib.contracts import contract
+from pipelines.lib.frames import arrow_frame
 from pipelines.lib.ingest.cross_row import SAMPLE_KEY, sample_key_hash
 from pipelines.lib.ingest.entries import typed_json
 from pipelines.lib.paths import DataHome
@@ -185,7 +186,7 @@ def exact_duplicates(groups: list[tuple[Path, int]], clash: pl.DataFrame) -> pl.
         path, index = groups[rg]
         pf = files.setdefault(path, pq.ParquetFile(path))
         t = (
-            pl.from_arrow(pf.read_row_group(index))
+            arrow_frame(pf.read_row_group(index))
             .with_row_index("off")
             .with_columns(pl.col("off").cast(pl.Int64))
         )

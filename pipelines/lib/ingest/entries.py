@@ -16,25 +16,29 @@ import polars as pl
 import pyarrow as pa
 
 from pipelines.lib.contracts import contract
+from pipelines.lib.frames import arrow_series
 from pipelines.lib.ingest.readers.base import LISTED_REJECT_SCHEMA, ROW
 from pipelines.lib.settings import DEFAULT_LIMITS
+from workload_model.scalars import as_int
 
 CROSS_ROW_REASONS = frozenset({"unknown_run", "ts_outside_run", "duplicate_key"})
 FILL = "__fleet_fill"  # the raw record is to be the row's original line (read back at the file's end)
 JUDGE = "__fleet_judge"  # the verdict came from a fast tier: judged again from the original line
-REJECT_SCHEMA = {
-    **LISTED_REJECT_SCHEMA,
-    "raw_record_cut": pl.Boolean,
-    FILL: pl.Boolean,
-    JUDGE: pl.Boolean,
-}
+REJECT_SCHEMA = pl.Schema(
+    {
+        **LISTED_REJECT_SCHEMA,
+        "raw_record_cut": pl.Boolean,
+        FILL: pl.Boolean,
+        JUDGE: pl.Boolean,
+    }
+)
 
 
 def _compact(frame: pl.DataFrame) -> pl.DataFrame:
     """``frame`` with its text copied out: polars text columns are views that keep the whole buffer of
     the batch they came from alive (a few kept rejects would otherwise hold every batch they were in)."""
     return frame.with_columns(
-        pl.from_arrow(frame[c].to_arrow().cast(pa.large_string())).alias(c)
+        arrow_series(frame[c].to_arrow().cast(pa.large_string())).alias(c)
         for c, t in frame.schema.items()
         if t == pl.String
     )
@@ -104,7 +108,7 @@ class RejectLog:
     def _count(self, rest: pl.DataFrame) -> None:
         if rest.height:
             self.over.update(dict(rest["reason_code"].value_counts().iter_rows()))
-            first = int(rest[ROW].min())
+            first = as_int(rest[ROW].min())
             self.over_first = first if self.over_first is None else min(self.over_first, first)
 
     def replace(self, kept: pl.DataFrame) -> None:

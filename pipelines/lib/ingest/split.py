@@ -41,11 +41,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import blake3
+import polars as pl
 from filelock import FileLock
 from filelock import Timeout as LockHeld
 
 from pipelines.lib.analytics import store_partials
-from pipelines.lib.ingest.day import Day, DayIngest, FileState, day_result, rank, table_of
+from pipelines.lib.ingest.day import Day, day_result, rank, table_of
+from pipelines.lib.ingest.day_state import DayIngest, FileState
 from pipelines.lib.ingest.readers.base import FileInfo
 from pipelines.lib.landing import LandingFile, day_files
 from pipelines.lib.paths import SCHEMAS_DIR, DataHome
@@ -185,7 +187,7 @@ def ingest_slice(home: DataHome, piece: Slice, who: str = "", folder: str | None
         raise
     for part in state.parts:  # the day's analyses take these instead of scanning the part again
         store_partials(home, piece.day, part.samples, settled.runs, settled.limits.quantile_values)
-    state.runs = state.windows = None  # the merge has them from the settled state
+    state.runs = state.windows = pl.DataFrame()  # the merge has them from the settled state
     state.slices = [
         {"slice": piece.key, "files": len(piece.files), "size_bytes": piece.size_bytes, "read_by": who}
     ]

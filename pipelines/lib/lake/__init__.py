@@ -26,14 +26,15 @@ from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 from deltalake import DeltaTable, Schema
 from deltalake.exceptions import CommitFailedError, TableNotFoundError
-from deltalake.transaction import AddAction
+from deltalake.transaction import AddAction, RemoveAction
 
 from pipelines.lib.contracts import contract
 from pipelines.lib.errors import Unavailable
+from pipelines.lib.frames import arrow_frame
 from pipelines.lib.lake import locks, s3
 from pipelines.lib.lake.copies import LocalCopies
 from pipelines.lib.lake.datafiles import put
@@ -118,6 +119,12 @@ class Lake:
     def partitioned(table: str) -> bool:
         return contract(table).partitioned_by is not None
 
+    def _created(self, table: str) -> DeltaTable:
+        """A table this writer created (or found) before: its removal since is an error, not a new table."""
+        if (delta := self._open(table)) is None:
+            raise FileNotFoundError(f"{self.table_uri(table)}: the table was removed while being written")
+        return delta
+
     def _open(self, table: str, version: int | None = None) -> DeltaTable | None:
         try:
             delta = DeltaTable(self.table_uri(table), version=version, storage_options=self.options)
@@ -174,11 +181,12 @@ class Lake:
         except BaseException:
             self._unplace(table, adds)
             raise
-        partition_by = [contract(table).partitioned_by]
+        partition_by = ["day"]  # the files are placed under day=
+        actions: list[AddAction | RemoveAction] = [*adds]
 
         def replace_day(delta: DeltaTable) -> None:
             delta.create_write_transaction(
-                adds,
+                actions,
                 mode="overwrite",
                 schema=delta.schema(),
                 partition_by=partition_by,
@@ -213,9 +221,10 @@ class Lake:
         this day's lock, the conflict is not with our day: the commit is built again on the new snapshot and
         retried. If every attempt loses, our files are removed and the caller told."""
         with self.lock(lock, timeout_s=COMMIT_WAIT_S, lease_s=COMMIT_LEASE_S):
+            lost = None
             for attempt in range(COMMIT_ATTEMPTS):
                 try:
-                    write(self._open(table))
+                    write(self._created(table))
                     return
                 except CommitFailedError as exc:
                     lost = exc
@@ -277,7 +286,7 @@ class Lake:
         actions = pa.table(delta.get_add_actions(flatten=True))
         if day is not None and actions.num_rows:
             actions = actions.filter(
-                pa.compute.equal(actions["partition.day"], pa.scalar(dt.date.fromisoformat(day)))
+                pc.call_function("equal", [actions["partition.day"], pa.scalar(dt.date.fromisoformat(day))])
             )
         return delta.version(), sorted(f"{self.table_uri(table)}/{p}" for p in actions["path"].to_pylist())
 
@@ -293,7 +302,7 @@ class Lake:
         actions = self._actions(table)
         if not actions.num_rows:
             return {}
-        frame = pl.from_arrow(actions.select(["partition.day", "num_records"]))
+        frame = arrow_frame(actions.select(["partition.day", "num_records"]))
         per_day = frame.group_by("partition.day").agg(pl.col("num_records").sum())
         return {d.isoformat(): int(n) for d, n in per_day.iter_rows()}
 

@@ -109,7 +109,7 @@ def _lease(lake, name: str, timeout_s: float, lease_s: float) -> Iterator[None]:
             break
         except OSError:  # held: take it over only once it has expired
             try:
-                held = json.loads(fs.cat(f"{bucket}/{key}"))
+                held = json.loads(fs.cat_file(f"{bucket}/{key}"))
             except (FileNotFoundError, ValueError):
                 continue
             holder = str(held.get("holder", ""))
@@ -132,6 +132,6 @@ def _lease(lake, name: str, timeout_s: float, lease_s: float) -> Iterator[None]:
         yield
     finally:
         with contextlib.suppress(FileNotFoundError):
-            held = json.loads(fs.cat(f"{bucket}/{key}"))
+            held = json.loads(fs.cat_file(f"{bucket}/{key}"))
             if held.get("holder") == me:
                 fs.rm(f"{bucket}/{key}")

@@ -81,15 +81,14 @@ def _check(name: str, value: Any, where: str, platforms: frozenset[str] | None) 
     base = kind.removesuffix(" or null")
     bad = f"{where}: {name} must be "
     if base in ("int", "number"):
-        ok = not isinstance(value, bool) and isinstance(value, int | float)
-        ok = ok and (base == "number" or float(value).is_integer())
+        number = value if isinstance(value, int | float) and not isinstance(value, bool) else None
         lo, hi = spec.get("min", float("-inf")), spec.get("max", float("inf"))
-        if not ok or not lo <= value <= hi:
+        if number is None or not (base == "number" or float(number).is_integer()) or not lo <= number <= hi:
             unit = f" {spec['unit']}" if spec.get("unit") else ""
             raise MappingError(
                 f"{bad}a {'whole ' if base == 'int' else ''}number in [{lo:g}, {hi:g}]{unit}, got {value!r}"
             )
-        return int(value) if base == "int" else float(value)
+        return int(number) if base == "int" else float(number)
     if base == "text":
         if not isinstance(value, str) or not value:
             raise MappingError(f"{bad}text, got {value!r}")
@@ -139,7 +138,7 @@ def build(
     if extra:
         raise MappingError(f"{where}: metrics has unknown keys {extra}; known: {', '.join(metrics)}")
     values["metrics"] = {**metrics, **values["metrics"]}
-    roles = contract("utilisation_samples").column("role").enum
+    roles = contract("utilisation_samples").column("role").enum or ()
     wrong = {k: v for k, v in values["roles"].items() if v not in roles}
     if wrong:
         raise MappingError(f"{where}: roles maps to {wrong}; a role is one of {', '.join(roles)}")

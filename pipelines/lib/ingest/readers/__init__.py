@@ -38,6 +38,10 @@ class Format:
     raw_is_line: bool = False
     table: str | None = None  # the contract every file of this format feeds (None: the file's name says)
 
+    def __post_init__(self) -> None:
+        if (self.line_texts is None) != (self.verdicts is None):
+            raise ValueError(f"format {self.name}: line_texts and verdicts come together (texts are judged)")
+
 
 FORMATS: tuple[Format, ...] = (
     Format(

@@ -10,9 +10,10 @@ import queue
 import threading
 import uuid
 import zlib
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 import polars as pl
 
@@ -26,13 +27,15 @@ RATIO_FLOOR_BYTES = 16 << 20  # the expansion ratio is judged once a file expand
 INTERNAL = "__fleet_"  # prefix of internal columns; an input column with it is refused
 ROW = "__fleet_row"
 # A rejected row as a reader lists it (the ingest adds its bookkeeping columns, entries.REJECT_SCHEMA).
-LISTED_REJECT_SCHEMA = {
-    ROW: pl.Int64,
-    "reason_code": pl.String,
-    "field": pl.String,
-    "message": pl.String,
-    "raw_record": pl.String,
-}
+LISTED_REJECT_SCHEMA = pl.Schema(
+    {
+        ROW: pl.Int64,
+        "reason_code": pl.String,
+        "field": pl.String,
+        "message": pl.String,
+        "raw_record": pl.String,
+    }
+)
 
 
 class FileProblem(Exception):
@@ -138,7 +141,7 @@ def expansion_problem(rel: str, expanded: int, stored: int, what: str, limits: I
 class CappedGzip(io.RawIOBase):
     """A gzip stream decompressed on the fly, refusing bombs and reporting truncation as FileProblem."""
 
-    def __init__(self, raw: io.BufferedReader, rel: str, compressed_size: int, limits: IngestLimits):
+    def __init__(self, raw: io.BufferedReader[Any], rel: str, compressed_size: int, limits: IngestLimits):
         self._raw, self._rel, self._size, self._limits = raw, rel, max(compressed_size, 1), limits
         self._in = 0  # compressed bytes consumed: the ratio is judged as the stream goes
         self._d = zlib.decompressobj(16 + zlib.MAX_WBITS)
@@ -203,7 +206,7 @@ class Source:
     _engine: Path | None = None
 
     @contextlib.contextmanager
-    def open(self) -> Iterator[io.BufferedIOBase]:
+    def open(self) -> Iterator[io.BufferedReader[Any]]:
         """The file's bytes, decompressed as a stream (within the limits) when gzipped."""
         with open(self.path, "rb") as fh:
             if self.gz:
@@ -303,10 +306,11 @@ def numbered(frame: pl.DataFrame, first: int) -> pl.DataFrame:
     )
 
 
+T = TypeVar("T")
 _DONE = object()
 
 
-def prefetched(items: Iterator, depth: int = 2) -> Iterator:
+def prefetched(items: Iterator[T], depth: int = 2) -> Generator[T, None, None]:
     """``items`` produced by a background thread, at most ``depth`` ahead: reading and parsing the next
     batch (DuckDB, pyarrow and polars free the GIL) overlaps with validating and writing this one.
     An exception in the producer is raised in the consumer; closing the consumer stops the producer."""

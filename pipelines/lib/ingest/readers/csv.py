@@ -27,6 +27,7 @@ import csv as pycsv
 import functools
 import io
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -35,6 +36,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from pipelines.lib.contracts import Contract
+from pipelines.lib.frames import arrow_frame
 from pipelines.lib.ingest.readers.base import (
     ROW,
     FallBack,
@@ -67,7 +69,7 @@ TIERS = ("typed", "lines", "rfc4180", "python")
 CSV_BLOCK_BYTES = 8 << 20  # pyarrow's parse block: a data row may be up to this long (or the record limit)
 
 
-def _header(stream: io.BufferedIOBase, rel: str, limit: int) -> list[str]:
+def _header(stream: io.BufferedReader[Any], rel: str, limit: int) -> list[str]:
     head = stream.peek(limit + 1)[: limit + 1]
     cut = min((i for i in (head.find(b"\n"), head.find(b"\r")) if i >= 0), default=-1)
     if cut < 0 and len(head) > limit:
@@ -155,7 +157,7 @@ def _tier(src: Source, c: Contract, info: FileInfo, tier: str) -> Iterator[RawBa
                 lines, bad_lines, bad_fields = numbering.take(rb.num_rows, invalid.pending)
                 # renamed before polars sees them: it names an empty column name "column_<i>"
                 rb = rb.rename_columns([internal.get(n, n) for n in rb.schema.names])
-                frame = pl.from_arrow(rb).with_columns(pl.Series(ROW, lines))
+                frame = arrow_frame(rb).with_columns(pl.Series(ROW, lines))
                 rejects = _malformed(bad_lines, bad_fields, invalid, len(header))
                 yield RawBatch(
                     frame=frame.drop(internal.values()),
@@ -188,7 +190,7 @@ def _reader(stream, header: list[str], numbers, skip_rows: int, block: int, inva
     )
 
 
-def _line_parts(stream: io.BufferedIOBase) -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
+def _line_parts(stream: io.BufferedReader[Any]) -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
     """The parts of a file without quotes or lone CRs: (the line and byte offset of a part's first byte,
     its bytes, where each of its lines ends; a last line without a line end ends with the part)."""
     line, offset = 1, 0
@@ -213,7 +215,9 @@ def _line_offset(src: Source, line: int) -> int:
 def _not_finite(rb: pa.RecordBatch, numbers) -> bool:
     """Whether a typed column of the batch holds NaN or an infinity."""
     typed = [rb.column(name) for name in rb.schema.names if name in numbers]
-    return any(pc.any(pc.invert(pc.is_finite(column))).as_py() for column in typed)
+    # compute's generated kernels by name (pc.call_function): their Python names are made at import
+    not_finite = (pc.call_function("invert", [pc.call_function("is_finite", [c])]) for c in typed)
+    return any(pc.call_function("any", [flags]).as_py() for flags in not_finite)
 
 
 def _close(reader) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv as pycsv
 import io
 from collections.abc import Iterator
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -109,7 +109,7 @@ class Part(NamedTuple):
     cr: bool
 
 
-def parts(stream: io.BufferedIOBase) -> Iterator[Part]:
+def parts(stream: io.BufferedReader[Any]) -> Iterator[Part]:
     """The file in parts of whole lines (a line ends at LF, CRLF or a lone CR) of about SCAN_BYTES."""
     buf = bytearray(5 * SCAN_BYTES)
     view = memoryview(buf)
@@ -139,7 +139,7 @@ def _part(buf: bytearray, view: memoryview, n: int) -> Part:
 
 
 def line_records(
-    stream: io.BufferedIOBase, width: int, longest: int | None = None
+    stream: io.BufferedReader[Any], width: int, longest: int | None = None
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Records numbered as the non-empty lines after the header: exact for a file without quotes or lone
     CRs (checked); field counts are not looked at (the tier gives up on a malformed record)."""
@@ -171,7 +171,7 @@ def line_records(
         line += len(ends)
 
 
-def _rfc4180_records(stream: io.BufferedIOBase, width: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def _rfc4180_records(stream: io.BufferedReader[Any], width: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Records numbered by a vectorised pass, exact where quoting follows RFC 4180 (checked): line ends
     inside a quoted field do not end a record; empty lines are skipped; the first line is the header."""
     quotes = 0  # quotes before this part: an odd count means inside a quoted field
@@ -230,7 +230,7 @@ def _rfc4180_records(stream: io.BufferedIOBase, width: int) -> Iterator[tuple[np
         yield np.array([start], np.int64), np.array([commas + 1], np.int64)
 
 
-def _python_records(stream: io.BufferedIOBase, width: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def _python_records(stream: io.BufferedReader[Any], width: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Records numbered by Python's csv module (any quoting it reads; a line at a time)."""
     # bytes that are not UTF-8 are pyarrow's to report (file_bad_encoding), whichever thread meets them first
     text = io.TextIOWrapper(stream, encoding="utf-8-sig", errors="surrogateescape", newline="")

@@ -27,10 +27,11 @@ import duckdb
 import numpy as np
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute
+import pyarrow.compute as pc
 import pyarrow.json as pajson
 
 from pipelines.lib.contracts import Contract
+from pipelines.lib.frames import arrow_frame
 from pipelines.lib.ingest.readers.base import (
     ROW,
     FallBack,
@@ -333,11 +334,12 @@ class LineIndex:
         self._available += len(lines)
 
 
-def _matches(data: bytes, pattern: str) -> bool:
+def _matches(data: bytes | memoryview, pattern: str) -> bool:
     """Whether RE2 finds ``pattern`` in ``data`` (pyarrow; the GIL is released)."""
     offsets = pa.py_buffer(np.array([0, len(data)], dtype=np.int64))
     one = pa.LargeBinaryArray.from_buffers(pa.large_binary(), 1, [None, offsets, pa.py_buffer(data)])
-    return bool(pa.compute.match_substring_regex(one, pattern)[0].as_py())
+    found = pc.call_function("match_substring_regex", [one], pc.MatchSubstringOptions(pattern))
+    return bool(found[0].as_py())
 
 
 def _rebatched(batches, limits: IngestLimits) -> Iterator[pl.DataFrame]:
@@ -350,7 +352,7 @@ def _rebatched(batches, limits: IngestLimits) -> Iterator[pl.DataFrame]:
             rows += rb.num_rows
             size += rb.nbytes
         if rows and (rb is None or rows >= limits.batch_rows or size >= limits.batch_bytes):
-            yield pl.from_arrow(pa.Table.from_batches(pending))
+            yield arrow_frame(pa.Table.from_batches(pending))
             pending, rows, size = [], 0, 0
 
 

@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipelines.lib.contracts import Contract
+from pipelines.lib.frames import arrow_frame
 from pipelines.lib.ingest.readers.base import (
     ROW,
     FileInfo,
@@ -100,7 +101,7 @@ def _value_bytes(col: pa.Array) -> np.ndarray | None:
     """Bytes of each text value of a dictionary column (None for other columns)."""
     if not pa.types.is_dictionary(col.type):
         return None
-    lengths = pc.binary_length(col.dictionary).fill_null(0).to_numpy(zero_copy_only=False)
+    lengths = pc.call_function("binary_length", [col.dictionary]).fill_null(0).to_numpy(zero_copy_only=False)
     idx = col.indices.fill_null(0).to_numpy(zero_copy_only=False)
     return lengths[idx] if len(lengths) else np.zeros(len(col), dtype=np.int64)
 
@@ -143,7 +144,7 @@ def _batch(table: pa.Table, rel: str, row: int, internal: dict[str, str], extras
     _check_text(table, rel)
     # renamed before polars sees them: it names an empty column name "column_<i>"
     table = table.rename_columns([internal.get(n, n) for n in table.schema.names])
-    frame = numbered(pl.from_arrow(table), row)
+    frame = numbered(arrow_frame(table), row)
     shown = frame.select(
         ROW,
         *[
@@ -201,11 +202,12 @@ def read(src: Source, c: Contract, info: FileInfo) -> Iterator[RawBatch]:
             for lo, hi in ranges:
                 part = rb.slice(lo, hi - lo)
                 plain = [_plain(col) for col in part.columns]
-                for i in as_text:
-                    plain[i] = _as_text(con, plain[i])
-                    _check_values(
-                        plain[i], part.schema.names[i], src.rel, row + held_rows, limits.max_record_bytes
-                    )
+                if con is not None:  # open whenever as_text has columns
+                    for i in as_text:
+                        plain[i] = _as_text(con, plain[i])
+                        _check_values(
+                            plain[i], part.schema.names[i], src.rel, row + held_rows, limits.max_record_bytes
+                        )
                 held.append(pa.Table.from_arrays(plain, names=part.schema.names))
                 held_rows += hi - lo
                 held_bytes += size * (hi - lo) // max(rb.num_rows, 1)
@@ -226,7 +228,7 @@ def read(src: Source, c: Contract, info: FileInfo) -> Iterator[RawBatch]:
 
 def _check_values(col: pa.Array, name: str, rel: str, first_row: int, max_value: int) -> None:
     """A text value above ``max_value`` bytes refuses the file."""
-    sizes = pc.binary_length(col).fill_null(0).to_numpy(zero_copy_only=False)
+    sizes = pc.call_function("binary_length", [col]).fill_null(0).to_numpy(zero_copy_only=False)
     if len(sizes) and sizes.max() > max_value:
         i = int(sizes.argmax())
         raise oversized(rel, first_row + i, int(sizes[i]), max_value, what=f"the value of '{name}' in row")
