@@ -235,6 +235,14 @@ def _kube(servers: pl.DataFrame, points: pl.DataFrame, day: str) -> Iterator[str
             separator=",",
         )
         yield _join(_lines(frame, "kube_pod_info", labels, pl.lit(1.0)))
+    yield from _kube_phases(servers, points, after, pod)
+    yield from _kube_nodes(servers, points)
+
+
+def _kube_phases(
+    servers: pl.DataFrame, points: pl.DataFrame, after: pl.DataFrame, pod: pl.Expr
+) -> Iterator[str]:
+    """kube_pod_status_phase: Running while a pod reports, then its final phase one interval after."""
     yield "# TYPE kube_pod_status_phase gauge\n"
     for part, pts in _chunks(servers, points):
         end = after.join(part.select("n"), on="n")
@@ -260,6 +268,10 @@ def _kube(servers: pl.DataFrame, points: pl.DataFrame, day: str) -> Iterator[str
                 pl.lit(1.0),
             )
         )
+
+
+def _kube_nodes(servers: pl.DataFrame, points: pl.DataFrame) -> Iterator[str]:
+    """kube_node_labels: each node's instance type."""
     yield "# TYPE kube_node_labels gauge\n"
     for part, pts in _chunks(servers, points):
         frame = pts.select("n", "t").join(part, on="n")

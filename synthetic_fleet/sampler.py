@@ -48,29 +48,10 @@ def _choose(rng: np.random.Generator, keys: list[str], probs: np.ndarray, n: int
 def sample_runs(
     day: str, n_runs: int, seed: int, hw: HardwareCatalog, models: dict[str, ModelSpec]
 ) -> pl.DataFrame:
-    """Draw ``n_runs`` runs for ``day``: workload, system, timing and predicted outcomes."""
+    """Draw ``n_runs`` runs for ``day``: workload, system, timing and predicted outcomes (the random draws
+    in one order: each helper takes its draws from ``rng`` in turn)."""
     rng = day_rng(seed, day)
-    names = [m for m in models if models[m].share > 0] or list(models)
-    model = _choose(rng, names, np.array([models[m].share or 1.0 for m in names]), n_runs)
-    plats = [p for p in PLATFORM_SHARES if p in hw.platforms]
-    platform = _choose(rng, plats, np.array([PLATFORM_SHARES[p] for p in plats]), n_runs)
-    catalog = pl.DataFrame(
-        [
-            {
-                "model_name": m.name,
-                **{f: getattr(m, f) for f in fields.shape_fields() if f != "n_tables"},
-                **{
-                    f"batch_{p}": defaults.batch_for(dict(m.batch_size), p, hw.platforms[p].gpus)
-                    for p in plats
-                },
-            }
-            for m in models.values()
-        ]
-    )
-    drawn = pl.DataFrame({"model_name": model.astype(str), "platform": platform.astype(str)}).with_row_index(
-        "_i"
-    )
-    joined = drawn.join(catalog, on="model_name", how="left").sort("_i")
+    model, platform, plats, drawn, joined = _draw_workloads(rng, n_runs, hw, models)
     spec = lambda field: joined.get_column(field).to_numpy()  # noqa: E731
 
     # Feature experiments: sparse features and table sizes drift around the production shape.
@@ -85,60 +66,10 @@ def sample_runs(
         .to_numpy()
     )
 
-    # Placement: the default for the platform; big tables go to remote PS on Big Basin.
-    hbm_by_platform = {p: hw.platforms[p].hbm_gb * (1 - hw.hbm_reserve) for p in plats}
-    hbm_cap = (
-        drawn.select(pl.col("platform").replace_strict(hbm_by_platform, return_dtype=pl.Float64))
-        .to_series()
-        .to_numpy()
-    )
-    fits_hbm = required_gb(emb_gb) <= hbm_cap
-    alt = rng.random(n_runs)
-    placement = np.where(
-        platform == "cpu",
-        "remote_ps",
-        np.where(
-            platform == "big_basin",
-            np.where(fits_hbm, np.where(alt < 0.1, "hybrid", "gpu_hbm"), "remote_ps"),
-            np.where(fits_hbm & (alt < 0.15), "gpu_hbm", "system_memory"),
-        ),
-    )
-
+    placement = _placements(rng, platform, emb_gb, drawn, plats, hw)
     is_cpu = platform == "cpu"
-    trainers = np.where(
-        is_cpu,
-        rng.choice(CPU_TRAINER_COUNTS, size=n_runs, p=CPU_TRAINER_PROBS),
-        np.where(rng.random(n_runs) < 0.9, 1, 2),
-    )
-    uses_ps = placement == "remote_ps"
-    # PS counts follow memory needs: tables plus optimizer state at a fill each team picks (wide, like the
-    # paper's Fig. 9), so they are more dispersed than trainer counts.
-    fill = rng.uniform(0.12, 0.6, n_runs)
-    sparse_ps = np.where(uses_ps, np.ceil(required_gb(emb_gb) / (hw.ps_server_gb * fill)), 0).astype(int)
-    dense_ps = np.where(is_cpu, rng.integers(1, 5, n_runs), 0)
-    readers = np.where(
-        is_cpu,
-        np.maximum(2, np.round(trainers * rng.uniform(0.5, 1.2, n_runs))),
-        rng.integers(16, 41, n_runs) * trainers,
-    ).astype(int)
-
-    duration_s = (rng.integers(12, 73, n_runs) * SAMPLE_INTERVAL_S).astype(np.int64)
-    day0 = dt.datetime.fromisoformat(day).replace(tzinfo=dt.UTC)
-    start = np.datetime64(day0.replace(tzinfo=None), "s") + rng.integers(
-        0, 18 * 3600 // 60, n_runs
-    ) * np.timedelta64(60, "s")
-    failed = rng.random(n_runs) < FAILED_SHARE
-    # A failed run stops early: its time series ends with it.
-    duration_s = (
-        np.where(
-            failed,
-            (duration_s * rng.uniform(0.1, 0.6, n_runs)) // SAMPLE_INTERVAL_S * SAMPLE_INTERVAL_S,
-            duration_s,
-        )
-        .astype(np.int64)
-        .clip(min=2 * SAMPLE_INTERVAL_S)
-    )
-
+    trainers, sparse_ps, dense_ps, readers = _server_counts(rng, is_cpu, placement, emb_gb, hw)
+    start, duration_s, failed = _timing(rng, day, n_runs)
     runs = pl.DataFrame(
         {
             "run_id": pl.select(
@@ -173,6 +104,128 @@ def sample_runs(
         pl.Series("lookup_power_law_alpha", spec("lookup_power_law_alpha").astype(float))
     )
     runs = _size_parameter_servers(runs, rng, hw)
+    return _with_outcomes(runs, rng, hw, joined, model, batch, failed).with_columns(pl.lit(day).alias("_day"))
+
+
+def _draw_workloads(
+    rng: np.random.Generator, n_runs: int, hw: HardwareCatalog, models: dict[str, ModelSpec]
+) -> tuple[np.ndarray, np.ndarray, list[str], pl.DataFrame, pl.DataFrame]:
+    """Each run's model (by its share) and platform, and the catalog's shape and batch joined to them."""
+    names = [m for m in models if models[m].share > 0] or list(models)
+    model = _choose(rng, names, np.array([models[m].share or 1.0 for m in names]), n_runs)
+    plats = [p for p in PLATFORM_SHARES if p in hw.platforms]
+    platform = _choose(rng, plats, np.array([PLATFORM_SHARES[p] for p in plats]), n_runs)
+    catalog = pl.DataFrame(
+        [
+            {
+                "model_name": m.name,
+                **{f: getattr(m, f) for f in fields.shape_fields() if f != "n_tables"},
+                **{
+                    f"batch_{p}": defaults.batch_for(dict(m.batch_size), p, hw.platforms[p].gpus)
+                    for p in plats
+                },
+            }
+            for m in models.values()
+        ]
+    )
+    drawn = pl.DataFrame({"model_name": model.astype(str), "platform": platform.astype(str)}).with_row_index(
+        "_i"
+    )
+    joined = drawn.join(catalog, on="model_name", how="left").sort("_i")
+    return model, platform, plats, drawn, joined
+
+
+def _placements(
+    rng: np.random.Generator,
+    platform: np.ndarray,
+    emb_gb: np.ndarray,
+    drawn: pl.DataFrame,
+    plats: list[str],
+    hw: HardwareCatalog,
+) -> np.ndarray:
+    """The default placement for the platform; big tables go to remote PS on Big Basin."""
+    n_runs = len(platform)
+    hbm_by_platform = {p: hw.platforms[p].hbm_gb * (1 - hw.hbm_reserve) for p in plats}
+    hbm_cap = (
+        drawn.select(pl.col("platform").replace_strict(hbm_by_platform, return_dtype=pl.Float64))
+        .to_series()
+        .to_numpy()
+    )
+    fits_hbm = required_gb(emb_gb) <= hbm_cap
+    alt = rng.random(n_runs)
+    placement = np.where(
+        platform == "cpu",
+        "remote_ps",
+        np.where(
+            platform == "big_basin",
+            np.where(fits_hbm, np.where(alt < 0.1, "hybrid", "gpu_hbm"), "remote_ps"),
+            np.where(fits_hbm & (alt < 0.15), "gpu_hbm", "system_memory"),
+        ),
+    )
+    return placement
+
+
+def _server_counts(
+    rng: np.random.Generator,
+    is_cpu: np.ndarray,
+    placement: np.ndarray,
+    emb_gb: np.ndarray,
+    hw: HardwareCatalog,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Trainers, sparse and dense PS, and readers of each run."""
+    n_runs = len(is_cpu)
+    trainers = np.where(
+        is_cpu,
+        rng.choice(CPU_TRAINER_COUNTS, size=n_runs, p=CPU_TRAINER_PROBS),
+        np.where(rng.random(n_runs) < 0.9, 1, 2),
+    )
+    uses_ps = placement == "remote_ps"
+    # PS counts follow memory needs: tables plus optimizer state at a fill each team picks (wide, like the
+    # paper's Fig. 9), so they are more dispersed than trainer counts.
+    fill = rng.uniform(0.12, 0.6, n_runs)
+    sparse_ps = np.where(uses_ps, np.ceil(required_gb(emb_gb) / (hw.ps_server_gb * fill)), 0).astype(int)
+    dense_ps = np.where(is_cpu, rng.integers(1, 5, n_runs), 0)
+    readers = np.where(
+        is_cpu,
+        np.maximum(2, np.round(trainers * rng.uniform(0.5, 1.2, n_runs))),
+        rng.integers(16, 41, n_runs) * trainers,
+    ).astype(int)
+    return trainers, sparse_ps, dense_ps, readers
+
+
+def _timing(rng: np.random.Generator, day: str, n_runs: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each run's start, duration (s) and whether it failed (a failed run stops early)."""
+    duration_s = (rng.integers(12, 73, n_runs) * SAMPLE_INTERVAL_S).astype(np.int64)
+    day0 = dt.datetime.fromisoformat(day).replace(tzinfo=dt.UTC)
+    start = np.datetime64(day0.replace(tzinfo=None), "s") + rng.integers(
+        0, 18 * 3600 // 60, n_runs
+    ) * np.timedelta64(60, "s")
+    failed = rng.random(n_runs) < FAILED_SHARE
+    # A failed run stops early: its time series ends with it.
+    duration_s = (
+        np.where(
+            failed,
+            (duration_s * rng.uniform(0.1, 0.6, n_runs)) // SAMPLE_INTERVAL_S * SAMPLE_INTERVAL_S,
+            duration_s,
+        )
+        .astype(np.int64)
+        .clip(min=2 * SAMPLE_INTERVAL_S)
+    )
+    return start, duration_s, failed
+
+
+def _with_outcomes(
+    runs: pl.DataFrame,
+    rng: np.random.Generator,
+    hw: HardwareCatalog,
+    joined: pl.DataFrame,
+    model: np.ndarray,
+    batch: np.ndarray,
+    failed: np.ndarray,
+) -> pl.DataFrame:
+    """The model's predicted throughput, power and normalized entropy, with noise, and per-role mean
+    utilisation (kept for the sample generator, not part of the landing rows)."""
+    n_runs, is_cpu = runs.height, runs.get_column("platform").to_numpy() == "cpu"
     pred = predict_frame(runs, hw)
     noise = rng.lognormal(0.0, 0.08, n_runs)
     thr = pred.get_column("throughput_eps").to_numpy() * noise
@@ -196,7 +249,7 @@ def sample_runs(
     )
     # Per-role mean utilisation from the model, kept for the sample generator (not part of the landing rows).
     util_cols = [f"{r}_{res}_util" for r in ROLES for res in MODELLED if f"{r}_{res}_util" in pred.columns]
-    return runs.with_columns(pred.select(util_cols)).with_columns(pl.lit(day).alias("_day"))
+    return runs.with_columns(pred.select(util_cols))
 
 
 def _size_parameter_servers(

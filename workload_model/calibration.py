@@ -232,6 +232,25 @@ def evaluate(
         elif t.get("metric") == "ne_change_after_retuning":
             add(tid, *_close(t, RETUNED_NE_CHANGE[t["model"]]))
 
+    _capacity_targets(models, hw, coef, add)
+    _placement_targets(models, hw, coef, prod, add)
+
+    if fleet is not None:
+        _fleet_targets(*fleet, targets, add)
+    _test_suite_targets(hw, coef, add)
+    _sweep_targets(hw, coef, add)
+    _quality_targets(add)
+    got = [r.id for r in results]
+    if sorted(got) != sorted(t for t in targets if fleet is not None or t not in FLEET_TARGETS):
+        raise ValueError(f"{TARGETS_PATH}: targets {sorted(targets)} but evaluators gave {sorted(got)}")
+    order = {tid: i for i, tid in enumerate(targets)}
+    return sorted(results, key=lambda r: order[r.id])
+
+
+def _capacity_targets(
+    models: dict[str, ModelSpec], hw: HardwareCatalog, coef: Coefficients, add: Callable
+) -> None:
+    """t8-t9: which models fit one Big Basin or Zion, and the lookups per table."""
     # t8: capacity
     rows = [big_basin(models[m], "gpu_hbm") for m in ("M1prod", "M2prod", "M3prod")] + [
         system(models["M3prod"], "zion", "system_memory")
@@ -256,6 +275,11 @@ def evaluate(
         look["M3prod"] > max(look["M1prod"], look["M2prod"]),
     )
 
+
+def _placement_targets(
+    models: dict[str, ModelSpec], hw: HardwareCatalog, coef: Coefficients, prod: dict, add: Callable
+) -> None:
+    """t10-t13: the best placement on Big Basin and Zion, and the production models' ratios."""
     # t10-t12: placements on Big Basin and Zion
     places = ("gpu_hbm", "system_memory", "hybrid", "remote_ps")
     rows = [
@@ -326,16 +350,6 @@ def evaluate(
         f"{prod['M2prod']['ppw']:.2f}",
         ok13,
     )
-
-    if fleet is not None:
-        _fleet_targets(*fleet, targets, add)
-    _test_suite_targets(hw, coef, add)
-    _quality_targets(add)
-    got = [r.id for r in results]
-    if sorted(got) != sorted(t for t in targets if fleet is not None or t not in FLEET_TARGETS):
-        raise ValueError(f"{TARGETS_PATH}: targets {sorted(targets)} but evaluators gave {sorted(got)}")
-    order = {tid: i for i, tid in enumerate(targets)}
-    return sorted(results, key=lambda r: order[r.id])
 
 
 def _fleet_targets(runs: pl.DataFrame, samples: pl.DataFrame, targets: dict, add: Callable) -> None:
@@ -453,6 +467,9 @@ def _test_suite_targets(hw: HardwareCatalog, coef: Coefficients, add: Callable) 
         "highest at (4096 dense, 4 sparse), > 1 there, < 1 somewhere",
     )
 
+
+def _sweep_targets(hw: HardwareCatalog, coef: Coefficients, add: Callable) -> None:
+    """t23-t25: the test suite's sweeps of batch, hash size and MLP width."""
     # t23: batch sweeps on two configurations.
     batches = (25, 50, 100, 200, 400, 800, 1600, 3200, 6400, 12800, 25600, 51200, 102400)
     configs = ((4096, 4), (64, 128))  # the dense-heavy and the sparse-heavy corner of the test suite

@@ -98,6 +98,24 @@ def adapt_pai(folder: Path) -> Adapted:
         pl.col("start_time").cast(pl.Float64, strict=False),
         pl.col("end_time").cast(pl.Float64, strict=False),
     )
+    jobs = _pai_jobs(inst)
+    trace_end = float(
+        inst.select(pl.max_horizontal(pl.col("start_time").max(), pl.col("end_time").max())).item()
+    )
+    return Adapted(
+        "pai",
+        _by_day(_pai_runs(jobs, trace_end)),
+        _pai_platforms(spec),
+        [
+            f"{inst.height:,} instance rows of {jobs.height:,} jobs from {inst_path.name}",
+            "times are the trace's shifted seconds counted from 2020-01-01T00:00Z",
+        ],
+    )
+
+
+def _pai_jobs(inst: pl.DataFrame) -> pl.DataFrame:
+    """One row per job: its trainers and PS, its time span, how it ended and its platform (the GPU type of
+    most of its trainers' instances)."""
     platform_of_job = (
         inst.filter(pl.col("gpu_type").is_not_null())
         .with_columns(pl.col("is_trainer").cast(pl.Int8).alias("w"))
@@ -108,8 +126,7 @@ def adapt_pai(folder: Path) -> Adapted:
         .first()
         .select("job_name", (pl.lit("pai_") + _slug(pl.col("gpu_type"))).alias("platform"))
     )
-    secs = lambda c: pl.lit(PAI_EPOCH) + pl.duration(milliseconds=(c * 1000).round(0).cast(pl.Int64))  # noqa: E731
-    jobs = (
+    return (
         inst.group_by("job_name")
         .agg(
             pl.col("inst_name").filter(pl.col("is_trainer")).n_unique().alias("n_trainers"),
@@ -122,10 +139,17 @@ def adapt_pai(folder: Path) -> Adapted:
         )
         .join(platform_of_job, on="job_name", how="left")
     )
-    trace_end = float(
-        inst.select(pl.max_horizontal(pl.col("start_time").max(), pl.col("end_time").max())).item()
-    )
-    runs = jobs.select(
+
+
+def _pai_seconds(c: pl.Expr) -> pl.Expr:
+    """The trace's shifted seconds as a timestamp."""
+    return pl.lit(PAI_EPOCH) + pl.duration(milliseconds=(c * 1000).round(0).cast(pl.Int64))
+
+
+def _pai_runs(jobs: pl.DataFrame, trace_end: float) -> pl.DataFrame:
+    """The jobs as runs of the runs contract, with the day each lands on (``_day``)."""
+    secs = _pai_seconds
+    return jobs.select(
         pl.col("job_name").alias("run_id"),
         secs(pl.col("start_s")).alias("start_ts"),
         pl.when(pl.col("live")).then(None).otherwise(secs(pl.col("end_s"))).alias("end_ts"),
@@ -146,6 +170,10 @@ def adapt_pai(folder: Path) -> Adapted:
         # A job that never started (all instances waiting) has no time: it lands on the trace's last day.
         secs(pl.col("start_s").fill_null(trace_end)).dt.date().cast(pl.String).alias("_day"),
     )
+
+
+def _pai_platforms(spec: pl.DataFrame) -> dict[str, dict]:
+    """One catalog platform per GPU type: the median machine of that type."""
     machines = (
         spec.group_by("gpu_type")
         .agg(
@@ -156,7 +184,7 @@ def adapt_pai(folder: Path) -> Adapted:
         )
         .with_columns((pl.lit("pai_") + _slug(pl.col("gpu_type"))).alias("platform"))
     )
-    platforms = {
+    return {
         r["platform"]: {
             "description": f"Alibaba PAI machines of gpu_type {r['gpu_type']} (median of {r['n']} machines)",
             "source": "alibaba_pai_gpu_v2020",
@@ -166,15 +194,6 @@ def adapt_pai(folder: Path) -> Adapted:
         }
         for r in machines.iter_rows(named=True)  # one row per GPU type (a handful)
     }
-    return Adapted(
-        "pai",
-        _by_day(runs),
-        platforms,
-        [
-            f"{inst.height:,} instance rows of {jobs.height:,} jobs from {inst_path.name}",
-            "times are the trace's shifted seconds counted from 2020-01-01T00:00Z",
-        ],
-    )
 
 
 # --------------------------------------------------------------------------------------------- MLPerf
@@ -282,6 +301,21 @@ def _mlperf_logs(folder: Path) -> pl.DataFrame:
 
 def adapt_mlperf(folder: Path) -> Adapted:
     """MLPerf DLRM: mlperf_dlrm_runs.csv (all rounds) and any raw logs under logs/ -> one run per log."""
+    raw, notes = _mlperf_rows(folder)
+    reposts = raw.filter(pl.col("canonical") != pl.col("run_id")).height
+    notes.append(
+        f"{reposts} re-posted runs keep their first posting's run_id (quarantined as duplicates on ingest)"
+    )
+    return Adapted(
+        "mlperf",
+        _by_day(_mlperf_runs(raw).with_columns(pl.col("batch_size").cast(pl.Int32, strict=False))),
+        _mlperf_platforms(raw),
+        notes,
+    )
+
+
+def _mlperf_rows(folder: Path) -> tuple[pl.DataFrame, list[str]]:
+    """The table's rows and the raw logs' (table rows first), each with its canonical run id, and notes."""
     table_path = folder / "mlperf_dlrm_runs.csv"
     parts, notes = [], []
     if table_path.exists():
@@ -312,19 +346,28 @@ def adapt_mlperf(folder: Path) -> Adapted:
         raise FileNotFoundError(
             f"{folder}: expected mlperf_dlrm_runs.csv and/or logs/<round>/.../result_*.txt"
         )
-    raw = _canonical(pl.concat(parts, how="vertical_relaxed"))
+    return _canonical(pl.concat(parts, how="vertical_relaxed")), notes
 
-    def ms(c: str) -> pl.Expr:
-        # MLLOG times are epoch milliseconds, but some logs give seconds (1.59e9 read as ms is 1970-01-19):
-        # a value below 1e11 cannot be milliseconds of this century, so it is seconds.
-        v = pl.col(c).cast(pl.Float64, strict=False)
-        micros = pl.when(v < 1e11).then(v * 1e6).otherwise(v * 1e3).cast(pl.Int64)
-        return pl.from_epoch(micros, time_unit="us").dt.replace_time_zone("UTC")
 
-    platform = pl.lit("mlperf_") + _slug(
+def _mlperf_time(c: str) -> pl.Expr:
+    """MLLOG times are epoch milliseconds, but some logs give seconds (1.59e9 read as ms is 1970-01-19):
+    a value below 1e11 cannot be milliseconds of this century, so it is seconds."""
+    v = pl.col(c).cast(pl.Float64, strict=False)
+    micros = pl.when(v < 1e11).then(v * 1e6).otherwise(v * 1e3).cast(pl.Int64)
+    return pl.from_epoch(micros, time_unit="us").dt.replace_time_zone("UTC")
+
+
+def _mlperf_platform() -> pl.Expr:
+    """A system's platform name, from its system description's path."""
+    return pl.lit("mlperf_") + _slug(
         pl.col("system_json_path").str.replace(r"\.json$", "").str.replace("/systems/", "_")
     )
-    runs = raw.sort("_order", "mlperf_version", "run_id").select(
+
+
+def _mlperf_runs(raw: pl.DataFrame) -> pl.DataFrame:
+    """The rows as runs of the runs contract, with the day each lands on (``_day``)."""
+    ms = _mlperf_time
+    return raw.sort("_order", "mlperf_version", "run_id").select(
         pl.col("canonical").alias("run_id"),
         ms("run_start_ms").alias("start_ts"),
         ms("run_stop_ms").alias("end_ts"),
@@ -333,7 +376,7 @@ def adapt_mlperf(folder: Path) -> Adapted:
         .alias("status"),
         pl.col("benchmark").alias("model_name"),
         pl.col("global_batch_size").cast(pl.Int64, strict=False).alias("batch_size"),
-        platform.alias("platform"),
+        _mlperf_platform().alias("platform"),
         pl.col("sys_number_of_nodes").cast(pl.Int32, strict=False).alias("n_trainers"),
         pl.lit(0, pl.Int32).alias("n_sparse_ps"),
         pl.lit(0, pl.Int32).alias("n_dense_ps"),
@@ -341,11 +384,15 @@ def adapt_mlperf(folder: Path) -> Adapted:
         pl.col("tracked_throughput_samples_per_s").cast(pl.Float64, strict=False).alias("throughput_eps"),
         ms("run_start_ms").dt.date().cast(pl.String).alias("_day"),
     )
+
+
+def _mlperf_platforms(raw: pl.DataFrame) -> dict[str, dict]:
+    """One catalog platform per system description (its first posting)."""
     systems = (
         raw.filter(pl.col("system_json_path").is_not_null())
         .unique("system_json_path", keep="first")
         .with_columns(
-            platform.alias("platform"),
+            _mlperf_platform().alias("platform"),
             capacity_gb(pl.col("sys_host_memory_capacity")).alias("dram_gb"),
             capacity_gb(pl.col("sys_accelerator_memory_capacity")).alias("hbm_gb_per_gpu"),
             pl.col("sys_accelerators_per_node").cast(pl.Int32, strict=False).fill_null(0).alias("gpus"),
@@ -353,7 +400,7 @@ def adapt_mlperf(folder: Path) -> Adapted:
             pl.col("sys_host_processor_core_count").cast(pl.Int32, strict=False).alias("cores"),
         )
     )
-    platforms = {
+    return {
         r["platform"]: {
             "description": f"MLPerf system {r['sys_system_name']}: {r['sys_accelerator_model_name']}",
             "source": "mlperf_training_dlrm",
@@ -365,16 +412,6 @@ def adapt_mlperf(folder: Path) -> Adapted:
         }
         for r in systems.iter_rows(named=True)  # one row per system (~150)
     }
-    reposts = raw.filter(pl.col("canonical") != pl.col("run_id")).height
-    notes.append(
-        f"{reposts} re-posted runs keep their first posting's run_id (quarantined as duplicates on ingest)"
-    )
-    return Adapted(
-        "mlperf",
-        _by_day(runs.with_columns(pl.col("batch_size").cast(pl.Int32, strict=False))),
-        platforms,
-        notes,
-    )
 
 
 def _by_day(runs: pl.DataFrame) -> dict[str, pl.DataFrame]:

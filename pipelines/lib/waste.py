@@ -86,6 +86,56 @@ def waste_summary(efficiency: analytics.Relation, outliers: analytics.Relation) 
     return contract("waste_summary").conform(out)
 
 
+def _worst_runs(judged: pl.DataFrame) -> pl.DataFrame:
+    """Per judged run: its recoverable servers and power, and each role's right-sizing in one line."""
+    return (
+        judged.sort("servers_recoverable", descending=True)
+        .group_by("run_id", maintain_order=True)
+        .agg(
+            pl.col("day", "model_name", "platform", "source").first(),
+            pl.col("servers_recoverable").sum(),
+            (pl.col("provisioned_w_recoverable").sum() / 1000).alias("provisioned_kw_recoverable"),
+            pl.format(
+                "{} {} -> {} ({} p95 {} -> {}, {})",
+                "role",
+                "n_servers",
+                "right_sized_servers",
+                "binding_resource",
+                pl.col("binding_p95_util").round(2),
+                pl.col("p95_after_util").round(2),
+                "basis",
+            )
+            .filter(pl.col("servers_recoverable") > 0)
+            .str.join("; ")
+            .alias("right_sizing"),
+        )
+    )
+
+
+def _outlier_evidence(outliers: pl.DataFrame) -> pl.DataFrame:
+    """Per run: each kind of outlier, how many, and the worst one, in one line."""
+    offness = pl.when(pl.col("kind") == "hot_shard").then(pl.col("ratio")).otherwise(1 / pl.col("ratio"))
+    return (
+        outliers.sort(offness, descending=True)
+        .group_by("run_id", "kind", maintain_order=True)
+        .agg(pl.len().alias("n"), pl.all().first())
+        .group_by("run_id", maintain_order=True)
+        .agg(
+            pl.format(
+                "{} x{}, worst {} {} {}x for {} min",
+                "kind",
+                "n",
+                "server_id",
+                "resource",
+                pl.col("ratio").round(2),
+                (pl.col("flagged_s") / 60).round(0).cast(pl.Int64),
+            )
+            .str.join("; ")
+            .alias("outliers")
+        )
+    )
+
+
 def fleet_view(efficiency: pl.DataFrame, outliers: pl.DataFrame, top: int = 10) -> dict[str, Any]:
     """What a planner reads first, from run_efficiency and server_outliers rows of any day range: totals,
     by role, by model and platform, by day, the top runs by recoverable servers with their evidence, and
@@ -112,48 +162,7 @@ def fleet_view(efficiency: pl.DataFrame, outliers: pl.DataFrame, top: int = 10) 
         "runs_with_hot_shards": outliers.filter(pl.col("kind") == "hot_shard")["run_id"].n_unique(),
         "basis": dict(efficiency.group_by("basis").agg(pl.col("n_servers").sum()).sort("basis").iter_rows()),
     }
-    worst = (
-        judged.sort("servers_recoverable", descending=True)
-        .group_by("run_id", maintain_order=True)
-        .agg(
-            pl.col("day", "model_name", "platform", "source").first(),
-            pl.col("servers_recoverable").sum(),
-            (pl.col("provisioned_w_recoverable").sum() / 1000).alias("provisioned_kw_recoverable"),
-            pl.format(
-                "{} {} -> {} ({} p95 {} -> {}, {})",
-                "role",
-                "n_servers",
-                "right_sized_servers",
-                "binding_resource",
-                pl.col("binding_p95_util").round(2),
-                pl.col("p95_after_util").round(2),
-                "basis",
-            )
-            .filter(pl.col("servers_recoverable") > 0)
-            .str.join("; ")
-            .alias("right_sizing"),
-        )
-    )
-    offness = pl.when(pl.col("kind") == "hot_shard").then(pl.col("ratio")).otherwise(1 / pl.col("ratio"))
-    evidence = (
-        outliers.sort(offness, descending=True)
-        .group_by("run_id", "kind", maintain_order=True)
-        .agg(pl.len().alias("n"), pl.all().first())
-        .group_by("run_id", maintain_order=True)
-        .agg(
-            pl.format(
-                "{} x{}, worst {} {} {}x for {} min",
-                "kind",
-                "n",
-                "server_id",
-                "resource",
-                pl.col("ratio").round(2),
-                (pl.col("flagged_s") / 60).round(0).cast(pl.Int64),
-            )
-            .str.join("; ")
-            .alias("outliers")
-        )
-    )
+    worst, evidence = _worst_runs(judged), _outlier_evidence(outliers)
     top_runs = (
         worst.filter(pl.col("servers_recoverable") > 0)
         .sort("servers_recoverable", "provisioned_kw_recoverable", descending=True, nulls_last=True)

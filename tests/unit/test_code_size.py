@@ -13,16 +13,7 @@ LIMITS = {"module": 600, "class": 300, "function": 80}
 STILL_OVER = {
     "module pipelines/lib/ingest/day.py": 931,
     "class pipelines/lib/ingest/day.py:Day": 699,
-    "function pipelines/lib/adapters.py:adapt_pai": 103,
-    "function pipelines/lib/adapters.py:adapt_mlperf": 95,
-    "function pipelines/lib/ingest/readers/csv.py:_tier": 86,
-    "function pipelines/lib/ingest/readers/openmetrics.py:_judge_chunk": 103,
-    "function pipelines/lib/waste.py:fleet_view": 85,
     "function pipelines/orchestrate.py:_run_all": 114,
-    "function workload_model/calibration.py:evaluate": 146,
-    "function workload_model/calibration.py:_test_suite_targets": 118,
-    "function synthetic_fleet/exporters.py:_kube": 86,
-    "function synthetic_fleet/sampler.py:sample_runs": 152,
 }
 
 

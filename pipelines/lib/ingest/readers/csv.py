@@ -86,21 +86,27 @@ def _header(stream: io.BufferedReader[Any], rel: str, limit: int) -> list[str]:
     return next(pycsv.reader([text]), [])
 
 
+def _checked_header(stream: io.BufferedReader[Any], src: Source, c: Contract) -> tuple[list[str], list[str]]:
+    """The header row and the columns in it no contract knows; a file without one, or one that repeats or
+    reserves a name, is refused."""
+    header = _header(stream, src.rel, src.limits.max_record_bytes)
+    if not [h for h in header if h]:
+        raise FileProblem("file_empty", f"{src.rel}: no header row")
+    refuse_reserved(header, src.rel)
+    dups = sorted({h for h in header if header.count(h) > 1})
+    if dups:
+        raise FileProblem("file_unreadable", f"{src.rel}: the header repeats column(s) {dups}")
+    names = [col.name for col in c.landing_columns]
+    return header, [h for h in header if h not in names]
+
+
 def _tier(src: Source, c: Contract, info: FileInfo, tier: str) -> Iterator[RawBatch]:
     typed = tier == "typed"
     numbers = {col.name for col in c.landing_columns if col.type == "float64" and col.finite} if typed else ()
     with src.open() as raw:
         stream = raw if hasattr(raw, "peek") else io.BufferedReader(raw)
         limits = src.limits
-        header = _header(stream, src.rel, limits.max_record_bytes)
-        if not [h for h in header if h]:
-            raise FileProblem("file_empty", f"{src.rel}: no header row")
-        refuse_reserved(header, src.rel)
-        dups = sorted({h for h in header if header.count(h) > 1})
-        if dups:
-            raise FileProblem("file_unreadable", f"{src.rel}: the header repeats column(s) {dups}")
-        names = [col.name for col in c.landing_columns]
-        extras = [h for h in header if h not in names]
+        header, extras = _checked_header(stream, src, c)
         info.extra_columns = extras
         internal = dict(zip(extras, extra_names(extras), strict=True))
         invalid = _Skipped(abort=NUMBERINGS[tier] is line_records, keep=limits.max_rejects_per_file)

@@ -350,7 +350,9 @@ def _labels_of(frame: pl.DataFrame) -> pl.DataFrame:
     return members.join(problems, on=ROW, how="full", coalesce=True)
 
 
-def _judge_chunk(first: int, text: str, state: _File) -> RawBatch:
+def _chunk_lines(first: int, text: str, state: _File) -> pl.DataFrame:
+    """A chunk's non-blank lines, numbered from ``first``: the text (``t``), whether it is # EOF, a comment,
+    or after an # EOF (on an earlier line, or in an earlier chunk)."""
     lines = (
         pl.Series("line", [text])
         .str.split("\n")
@@ -367,9 +369,12 @@ def _judge_chunk(first: int, text: str, state: _File) -> RawBatch:
         (pl.col("t").str.strip_chars_end(" \t") == EOF_LINE).alias("is_eof"),
         pl.col("t").str.starts_with("#").alias("comment"),
     )
-    # a line after # EOF: every non-blank line once EOF was seen on an earlier line (or chunk)
     after = pl.col("is_eof").cast(pl.Int32).cum_sum().shift(1, fill_value=0) > 0
-    lines = lines.with_columns((after | pl.lit(state.eof)).alias("after_eof"))
+    return lines.with_columns((after | pl.lit(state.eof)).alias("after_eof"))
+
+
+def _judge_chunk(first: int, text: str, state: _File) -> RawBatch:
+    lines = _chunk_lines(first, text, state)
     declared = (
         lines.filter(pl.col("comment") & ~pl.col("after_eof"))
         .with_columns(pl.col("t").str.extract_groups(TYPE_LINE).alias("g"))
@@ -404,7 +409,23 @@ def _judge_chunk(first: int, text: str, state: _File) -> RawBatch:
         pl.when(x.abs() <= MAX_ABS_US).then((x + 0.5).floor().cast(pl.Int64)).alias("us"),
         pl.col("value_text").cast(pl.Float64).alias("value"),
     )
-    rejects = pl.concat(
+    rejects = _chunk_rejects(parsed, typed)
+    rows = typed.filter(pl.col("problem").is_null() & pl.col("us").is_not_null()).select(
+        ROW,
+        "metric",
+        "labels",
+        pl.col("us").cast(pl.Datetime("us", "UTC")).alias("ts"),
+        "value",
+        "type",
+        pl.col("line").alias(RAW),
+    )
+    return RawBatch(frame=rows, rejects=rejects, raw_column=RAW)
+
+
+def _chunk_rejects(parsed: pl.DataFrame, typed: pl.DataFrame) -> pl.DataFrame:
+    """A chunk's rejected lines, in order: not sample lines (or after # EOF), samples with a problem, and
+    samples without a timestamp or with one out of bounds."""
+    return pl.concat(
         [
             parsed.filter(pl.col("bad_line")).select(
                 ROW,
@@ -443,16 +464,6 @@ def _judge_chunk(first: int, text: str, state: _File) -> RawBatch:
             ),
         ]
     ).sort(ROW)
-    rows = typed.filter(pl.col("problem").is_null() & pl.col("us").is_not_null()).select(
-        ROW,
-        "metric",
-        "labels",
-        pl.col("us").cast(pl.Datetime("us", "UTC")).alias("ts"),
-        "value",
-        "type",
-        pl.col("line").alias(RAW),
-    )
-    return RawBatch(frame=rows, rejects=rejects, raw_column=RAW)
 
 
 def _samples(body: pl.DataFrame) -> pl.DataFrame:
