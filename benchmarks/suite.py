@@ -86,7 +86,7 @@ from bench_data import (  # noqa: E402  (this folder is on the path: the suite r
 )
 
 from pipelines.lib.contracts import resources  # noqa: E402  (the repository root is on the path above)
-from pipelines.lib.sqlfiles import expand_resources  # noqa: E402
+from pipelines.lib.query.sqlfiles import expand_resources  # noqa: E402
 
 TARGETS = {
     "synth": 2.0,
@@ -183,7 +183,8 @@ def _ingested(args: dict, tmp: Path):
 
 def side_analytics(args: dict) -> dict:
     """The product's core + histogram statistics over one day's lake partition."""
-    from pipelines.lib import analytics, lake
+    from pipelines.lib.analysis import analytics
+    from pipelines.lib.storage import lake
 
     with tempfile.TemporaryDirectory(dir=args["tmp"]) as tmp:
         home = _ingested(args, Path(tmp))
@@ -218,7 +219,7 @@ def side_analytics_duckdb(args: dict) -> dict:
 
     with tempfile.TemporaryDirectory(dir=args["tmp"]) as tmp:
         home = _ingested(args, Path(tmp))
-        from pipelines.lib import lake
+        from pipelines.lib.storage import lake
 
         (path,) = lake.table_files(home, "utilisation_samples", args["day"])
         start = time.perf_counter()
@@ -236,7 +237,7 @@ def side_analytics_polars(args: dict) -> dict:
 
     with tempfile.TemporaryDirectory(dir=args["tmp"]) as tmp:
         home = _ingested(args, Path(tmp))
-        from pipelines.lib import lake
+        from pipelines.lib.storage import lake
 
         (path,) = lake.table_files(home, "utilisation_samples", args["day"])
         start = time.perf_counter()
@@ -267,7 +268,7 @@ def side_analytics_pandas(args: dict) -> dict:
 
     with tempfile.TemporaryDirectory(dir=args["tmp"]) as tmp:
         home = _ingested(args, Path(tmp))
-        from pipelines.lib import lake
+        from pipelines.lib.storage import lake
 
         (path,) = lake.table_files(home, "utilisation_samples", args["day"])
         start = time.perf_counter()
@@ -374,7 +375,7 @@ def side_night_floor(args: dict) -> dict:
     import duckdb
 
     from pipelines.lib.contracts import contract, resources
-    from pipelines.lib.sqlfiles import sql_text
+    from pipelines.lib.query.sqlfiles import sql_text
 
     tree = Path(args["trees"][0])
     src = samples_file(tree, args["fmt"])
@@ -856,8 +857,9 @@ def side_day_partials(args: dict) -> dict:
     """The day's three sample-scanning analyses (server windows, per-run statistics, histograms) over
     the day's published files, each file a part (how many: ``parts``), taking the aggregates its slices
     left (``kept``; how many: ``hits``) or computing every part's."""
-    from pipelines.lib import analytics, lake
+    from pipelines.lib.analysis import analytics
     from pipelines.lib.paths import DataHome
+    from pipelines.lib.storage import lake
 
     home = DataHome.resolve(args["home"])
     day = args["day"]
@@ -876,8 +878,9 @@ def side_day_partials(args: dict) -> dict:
 def side_role_stats(args: dict) -> dict:
     """run_role_stats over a day already in the lake (``home``), its exact quantiles over batches of runs of
     about ``quantile_values`` values."""
-    from pipelines.lib import analytics, lake
+    from pipelines.lib.analysis import analytics
     from pipelines.lib.paths import DataHome
+    from pipelines.lib.storage import lake
 
     home = DataHome.resolve(args["home"])
     runs = lake.read_partition(home, "runs", args["day"])
@@ -893,8 +896,8 @@ def side_families(args: dict) -> dict:
     ``families`` runs, each of its own model name."""
     import polars as pl
 
-    from pipelines.lib.recommend import Fleet, fit_correction
-    from pipelines.lib.recommend_fleet import fleet_recommendations
+    from pipelines.lib.analysis.recommend import Fleet, fit_correction
+    from pipelines.lib.analysis.recommend_fleet import fleet_recommendations
     from synthetic_fleet.sampler import sample_runs
     from workload_model.catalog import load_hardware, load_models
 
@@ -944,7 +947,8 @@ def quantiles_cases(data: Path, tmp: Path, n: int, r: int) -> list[dict]:
     over the whole day at once (the default budget at this size): what the bound costs, and its peak RSS."""
     import polars as pl
 
-    from pipelines.lib import analytics, lake
+    from pipelines.lib.analysis import analytics
+    from pipelines.lib.storage import lake
 
     tree = landing_day(data, "parquet", n)
     home = _ingested({"tree": str(tree), "day": DAY}, tmp / "quantiles")

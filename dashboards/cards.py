@@ -54,7 +54,7 @@ def _card(heading: str, body: str) -> str:
 
 def why_no_recommendations(runs: pl.DataFrame) -> str:
     """Why the lake's runs give no recommendation: the night answers each model family that has runs
-    which succeeded with a throughput and record their workload (pipelines.lib.recommend.Fleet)."""
+    which succeeded with a throughput and record their workload (pipelines.lib.analysis.recommend.Fleet)."""
     if runs.is_empty():
         return "No recommendations yet: they need runs in the lake (`fleet run`)."
     shape = list(fields.numeric_features())

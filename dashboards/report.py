@@ -20,10 +20,11 @@ from dashboards.fit_charts import FIT_NOTE, best_per_platform, cpu_vs_big_basin,
 from dashboards.model_views import model_views
 from dashboards.report_html import contents, heading, table, waste_runs, waste_summary
 from dashboards.vega_render import Renderers
-from pipelines.lib import cache, fileio, lake
+from pipelines.lib import fileio
 from pipelines.lib.contracts import contract, resources
+from pipelines.lib.ingest.volume import failing
 from pipelines.lib.paths import DataHome
-from pipelines.lib.volume import failing
+from pipelines.lib.storage import cache, lake
 
 TEMPLATE = Path(__file__).resolve().parent / "report_template.html"
 SCRIPT = Path(__file__).resolve().parent / "report.js"  # the page's logic: chart widths, date-range control

@@ -29,7 +29,7 @@ def table(frame: pl.DataFrame, columns: dict[str, str]) -> str:
 def waste_summary(efficiency: pl.DataFrame, outliers: pl.DataFrame) -> str:
     """Fleet totals over the report's days, what each was sized from, and the parameter servers called
     oversized per source beside the paper's observation."""
-    from pipelines.lib.waste import fleet_view, ps_oversized_share
+    from pipelines.lib.analysis.waste import fleet_view, ps_oversized_share
 
     if efficiency.is_empty():
         return ""
@@ -66,7 +66,7 @@ def waste_summary(efficiency: pl.DataFrame, outliers: pl.DataFrame) -> str:
 
 def waste_runs(efficiency: pl.DataFrame, outliers: pl.DataFrame) -> str:
     """The runs holding the most recoverable servers, with the evidence (a small table)."""
-    from pipelines.lib.waste import fleet_view
+    from pipelines.lib.analysis.waste import fleet_view
 
     top = fleet_view(efficiency, outliers, top=TOP_WASTE_RUNS)["top_runs"]
     if top.is_empty():

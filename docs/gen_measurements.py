@@ -8,7 +8,7 @@ import mkdocs_gen_files
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import tables
-from pipelines.lib import accuracy_tables
+from pipelines.lib.analysis import accuracy_tables
 
 DOCS = Path(__file__).parent
 

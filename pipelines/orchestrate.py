@@ -23,14 +23,14 @@ import dagster as dg
 from filelock import FileLock
 
 from pipelines.defs.partitions import add_days, split_complete
-from pipelines.lib import cache, lake
 from pipelines.lib.errors import Unavailable
 from pipelines.lib.exit_codes import ExitCode
 from pipelines.lib.ingest.dedupe import dependent_days, dependent_note
-from pipelines.lib.landing import inventory, landing_days
 from pipelines.lib.paths import INSTANCE_TEMPLATE, DataHome
 from pipelines.lib.procs import exit_with_parent, stopping, this_worker
 from pipelines.lib.settings import IngestLimits, Settings
+from pipelines.lib.storage import cache, lake
+from pipelines.lib.storage.landing import inventory, landing_days
 from pipelines.nightly import JOB, nightly_graph, nightly_job
 from pipelines.runs import (
     HANDLED_BY,

@@ -8,7 +8,7 @@ import datetime as dt
 
 import dagster as dg
 
-from pipelines.lib.alerts import FailedCheck
+from pipelines.lib.operations.alerts import FailedCheck
 from pipelines.lib.procs import worker_alive
 
 WORKER_TAG = "fleet/worker"

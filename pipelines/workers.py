@@ -122,7 +122,7 @@ def serve(broker: str, concurrency: int, name: str) -> None:
     # Loaded once here and forked into every day's process: importing starts no thread (polars and DuckDB
     # start theirs on first use, in the day's process).
     import pipelines.lib.ingest.day
-    import pipelines.lib.lake
+    import pipelines.lib.storage.lake
     import pipelines.nightly  # noqa: F401
 
     logging.getLogger("alembic").setLevel(logging.WARNING)  # the instance's schema checks, once per day

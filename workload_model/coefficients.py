@@ -10,13 +10,14 @@ from dataclasses import dataclass, fields
 @dataclass(frozen=True)
 class Coefficients:
     """Free coefficients shared by every platform and workload; each line names the targets it serves
-    (t*: calibration_targets.yaml, the paper; b*: the public benchmarks of pipelines/lib/benchmarks.py).
+    (t*: calibration_targets.yaml, the paper; b*: the public benchmarks of
+    pipelines/lib/analysis/benchmarks.py).
     "Fitted" ones were fitted jointly, by least squares on log ratios within physical bounds, to the paper's
     exact targets (t1, t3, t5), penalties holding its shape targets (t11, t12, t19-t25) and the trends the
     physics tests assert (tests/unit/test_model*.py), and the public benchmarks (b1, b2, b4); the ones only
     the public benchmarks inform (the launch costs of the fused, compiled and graph kernel modes, host
     staging, kappa_cpu_sync) were then re-fitted on the calibration set alone
-    (pipelines.lib.benchmarks.fit); the rest are physical priors.
+    (pipelines.lib.analysis.benchmarks.fit); the rest are physical priors.
     """
 
     eta_mlp_cpu: float = 0.2853  # share of CPU peak a large GEMM reaches (fitted): t1, t3, b1

@@ -36,8 +36,8 @@ Evaluation runs in stages (sparse PS, CPU trainers, GPU iteration: workload_mode
 utilisation, power here), each a function of frozen dataclasses of arrays (``Hw``, ``Rows`` in,
 workload_model/model_inputs.py; ``SparsePS``, ``CpuTrainers``, ``GpuIteration`` out). The fitted coefficients
 live in ``Coefficients`` with the calibration targets each one serves (``t*``: the paper's,
-workload_model/calibration.py; ``b*``: the public benchmarks, pipelines/lib/benchmarks.py); the fixed shape
-constants of the utilisation and power estimates live in ``UtilisationShape``; both in
+workload_model/calibration.py; ``b*``: the public benchmarks, pipelines/lib/analysis/benchmarks.py); the fixed
+shape constants of the utilisation and power estimates live in ``UtilisationShape``; both in
 workload_model/coefficients.py.
 """
 

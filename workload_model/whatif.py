@@ -103,7 +103,7 @@ def with_workload_settings(workload: dict[str, Any], settings: dict[str, Any]) -
 
 
 def as_workload(model: ModelSpec | dict[str, Any]) -> dict[str, Any]:
-    """A catalog model or a workload (pipelines.lib.workload) as a workload."""
+    """A catalog model or a workload (pipelines.lib.analysis.workload) as a workload."""
     return workload_of_model(model) if isinstance(model, ModelSpec) else model
 
 

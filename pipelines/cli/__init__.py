@@ -11,8 +11,7 @@ from pathlib import Path
 from pipelines.cli.hints import runnable
 from pipelines.lib.errors import Unavailable, UsageError
 from pipelines.lib.exit_codes import ExitCode
-from pipelines.lib.paths import DataHome
-from pipelines.lib.preflight import (
+from pipelines.lib.operations.preflight import (
     STAGED_NOTHING_KEPT,
     check_home,
     check_lake,
@@ -20,6 +19,7 @@ from pipelines.lib.preflight import (
     check_workload_config,
     disk_full,
 )
+from pipelines.lib.paths import DataHome
 
 
 def prepare(args: argparse.Namespace) -> None:

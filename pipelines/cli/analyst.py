@@ -15,13 +15,14 @@ from pathlib import Path
 from pipelines.cli.args import Command, Needs, add_days_range, add_home, param
 from pipelines.lib.errors import UsageError
 from pipelines.lib.exit_codes import ExitCode
+from pipelines.lib.operations.preflight import check_catalog_readable, check_query_params
 from pipelines.lib.paths import HOME_ENV, PROJECT_ROOT, DataHome
-from pipelines.lib.preflight import check_catalog_readable, check_query_params
 
 
 def cmd_query(args: argparse.Namespace) -> int:
     """List the canned analyst queries, or run one read-only against the catalog."""
-    from pipelines.lib import lake, queries
+    from pipelines.lib.query import queries
+    from pipelines.lib.storage import lake
 
     if not args.name:
         for q in queries.canned().values():
@@ -35,7 +36,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     except (KeyError, ValueError) as exc:
         print(f"fleet query: {exc.args[0] if exc.args else exc}", file=sys.stderr)
         return ExitCode.USAGE
-    from pipelines.lib.render import json_records, plain_table
+    from pipelines.lib.query.render import json_records, plain_table
 
     print(json_records(frame) if args.json else plain_table(frame))
     return ExitCode.DONE
@@ -44,7 +45,8 @@ def cmd_query(args: argparse.Namespace) -> int:
 def cmd_sql(args: argparse.Namespace) -> int:
     """A read-only SQL shell over the analyst catalog (DuckDB 2): ``-c SQL``, SQL on standard input, or an
     interactive prompt."""
-    from pipelines.lib import lake, sqlshell
+    from pipelines.lib.query import sqlshell
+    from pipelines.lib.storage import lake
 
     home = DataHome.resolve(args.home)
     con = sqlshell.connect(home.catalog_path, lake.store(home))
@@ -213,7 +215,7 @@ def _query_arguments(p: argparse.ArgumentParser) -> None:
 
 def _check_query(args: argparse.Namespace, home: DataHome) -> None:
     """A canned query's parameters, and the catalog it reads, before it runs."""
-    from pipelines.lib import queries
+    from pipelines.lib.query import queries
 
     known = queries.canned()
     if args.name in known:

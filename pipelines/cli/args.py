@@ -9,8 +9,8 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pipelines.lib.operations.preflight import is_finite_or_text
 from pipelines.lib.paths import DataHome
-from pipelines.lib.preflight import is_finite_or_text
 
 HOME_HELP = "data home (default $FLEET_HOME or ./data)"
 BROKER_HELP = "the workers' Redis broker, redis://HOST:PORT/DB (default $FLEET_BROKER)"

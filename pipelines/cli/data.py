@@ -15,8 +15,8 @@ from pipelines.cli.args import BROKER_HELP, Command, Needs, add_home, add_worker
 from pipelines.cli.hints import command
 from pipelines.lib.errors import Unavailable, UsageError
 from pipelines.lib.exit_codes import ExitCode
+from pipelines.lib.operations.preflight import STAGED_NOTHING_KEPT, disk_full
 from pipelines.lib.paths import DataHome
-from pipelines.lib.preflight import STAGED_NOTHING_KEPT, disk_full
 from pipelines.lib.settings import Settings
 
 DEMO_DAYS = 5
@@ -100,7 +100,7 @@ def synthesize(
 def _install_exporter_mapping(home: DataHome) -> Path:
     """The mapping that reads the synthetic exporters back, as the data home's mapping unless it has one."""
     from pipelines.lib import fileio
-    from pipelines.lib.prometheus.mapping import user_file
+    from pipelines.lib.ingest.prometheus.mapping import user_file
     from synthetic_fleet.exporters import mapping_yaml
 
     path = user_file(home)
@@ -140,9 +140,10 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace, days: list[str] | None = None) -> int:
-    from pipelines.lib import lake, queries
-    from pipelines.lib.delivery import not_read_warning
-    from pipelines.lib.landing import landing_days
+    from pipelines.lib.ingest.delivery import not_read_warning
+    from pipelines.lib.query import queries
+    from pipelines.lib.storage import lake
+    from pipelines.lib.storage.landing import landing_days
     from pipelines.orchestrate import run_pipeline
 
     try:
@@ -214,9 +215,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     """Deliver (or adapt) files into landing, ingest their days, republish the catalog, print a summary."""
-    from pipelines.lib import adapters
-    from pipelines.lib.delivery import deliver_tree
-    from pipelines.lib.landing import landing_days
+    from pipelines.lib.ingest import adapters
+    from pipelines.lib.ingest.delivery import deliver_tree
+    from pipelines.lib.storage.landing import landing_days
 
     home = DataHome.resolve(args.home)
     path = Path(args.path).resolve() if args.path else None
@@ -269,7 +270,7 @@ def _cannot_ingest(exc: OSError, home: DataHome) -> int:
 
 def _ingest_and_summarise(args: argparse.Namespace, home: DataHome, days: list[str]) -> int:
     """Ingest ``days``, printing progress, then the summary; a failure of the machine is one line, exit 1."""
-    from pipelines.lib.delivery import ingest_days
+    from pipelines.lib.ingest.delivery import ingest_days
 
     try:
         limits = Settings.resolve(home.root, home.lake_uri).ingest
@@ -312,7 +313,7 @@ def _print_summary(args: argparse.Namespace, s, home: DataHome) -> int:
 def _install_mapping(home: DataHome, given: str) -> None:
     """Check a mapping file and keep it as the data home's."""
     from pipelines.lib import fileio, safe_yaml
-    from pipelines.lib.prometheus.mapping import MappingError, build, user_file
+    from pipelines.lib.ingest.prometheus.mapping import MappingError, build, user_file
     from workload_model.catalog import load_hardware
 
     path = Path(given)
@@ -328,7 +329,7 @@ def _install_mapping(home: DataHome, given: str) -> None:
 
 def _ingest_prometheus(args: argparse.Namespace, home: DataHome, path: Path | None) -> int:
     """fleet ingest --source prometheus: pull days from --url (or deliver exports at PATH), then ingest."""
-    from pipelines.lib.delivery import deliver_tree
+    from pipelines.lib.ingest.delivery import deliver_tree
 
     if args.mapping:
         _install_mapping(home, args.mapping)
@@ -352,8 +353,8 @@ def _ingest_prometheus(args: argparse.Namespace, home: DataHome, path: Path | No
 
 
 def _pull(url: str, home: DataHome, days: list[str], page_minutes: int) -> None:
-    from pipelines.lib.prometheus.mapping import load_mapping
-    from pipelines.lib.prometheus.pull import Client, PullError, pull_day
+    from pipelines.lib.ingest.prometheus.mapping import load_mapping
+    from pipelines.lib.ingest.prometheus.pull import Client, PullError, pull_day
     from workload_model.catalog import load_hardware
 
     mapping = load_mapping(home, frozenset(load_hardware(home.user_catalog_dir / "hardware.yaml").platforms))
@@ -400,7 +401,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def _demo_prometheus(args: argparse.Namespace) -> int:
     """The synthetic fleet as exporters expose it, backfilled into a local Prometheus, pulled back over its
     HTTP API like any team's server, then materialised: what `fleet ingest --source prometheus` does."""
-    from pipelines.lib.prometheus import server
+    from pipelines.lib.ingest.prometheus import server
 
     try:
         server.binaries()

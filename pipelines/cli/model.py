@@ -17,7 +17,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if any fails. With --fit: the shared coefficients fitted to the data home's observed runs instead."""
     from dataclasses import asdict
 
-    from pipelines.lib import benchmarks
+    from pipelines.lib.analysis import benchmarks
     from synthetic_fleet.sampler import default_fleet
     from workload_model import components
     from workload_model.calibration import evaluate
@@ -70,7 +70,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 def _fit_to_lake(args: argparse.Namespace) -> int:
     """`fleet calibrate --fit`: fit, leave-one-platform-out error, stored in the data home."""
-    from pipelines.lib.fit import fit_path, run_fit
+    from pipelines.lib.analysis.fit import fit_path, run_fit
     from workload_model.catalog import load_hardware, load_models
 
     home = DataHome.resolve(args.home)
@@ -185,9 +185,9 @@ def _counts(r: dict) -> str:
 
 def cmd_whatif(args: argparse.Namespace) -> int:
     """The workload model's answer for one configuration, or a sweep of one field over platforms."""
-    from pipelines.lib import lake
-    from pipelines.lib.fit import load_fit
-    from pipelines.lib.workload import INPUT_ERRORS, assumed_line, build
+    from pipelines.lib.analysis.fit import load_fit
+    from pipelines.lib.analysis.workload import INPUT_ERRORS, assumed_line, build
+    from pipelines.lib.storage import lake
     from workload_model.catalog import load_hardware, load_models
     from workload_model.whatif import ask, coerce, parse_setting, pick_platforms, utilisation_table
 

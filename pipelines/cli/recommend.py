@@ -15,7 +15,7 @@ from pipelines.cli.args import Command, Needs, add_home, at_least_one, names, se
 from pipelines.cli.hints import runnable
 from pipelines.lib.exit_codes import ExitCode
 from pipelines.lib.paths import DataHome
-from pipelines.lib.render import plain_table
+from pipelines.lib.query.render import plain_table
 
 WIDTH = 110  # characters per printed line
 NUMBER_AND_WORD = re.compile(r"(\d[\d,.]*x?) (?=\S)")
@@ -26,11 +26,11 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     from threadpoolctl import threadpool_limits
 
     from pipelines.cli.model import warn_invalid
-    from pipelines.lib import lake
-    from pipelines.lib.fit import load_fit
-    from pipelines.lib.recommend import recommend
-    from pipelines.lib.recommend_fleet import cached_correction, observed
-    from pipelines.lib.workload import INPUT_ERRORS, assumed_line, build
+    from pipelines.lib.analysis.fit import load_fit
+    from pipelines.lib.analysis.recommend import recommend
+    from pipelines.lib.analysis.recommend_fleet import cached_correction, observed
+    from pipelines.lib.analysis.workload import INPUT_ERRORS, assumed_line, build
+    from pipelines.lib.storage import lake
     from workload_model.catalog import load_hardware, load_models
     from workload_model.whatif import pick_platforms
 

@@ -15,7 +15,7 @@ from pipelines.lib.paths import DataHome
 
 
 def _text(view: dict) -> str:
-    from pipelines.lib.render import plain_table
+    from pipelines.lib.query.render import plain_table
 
     t = view["totals"]
     share = t["servers_recoverable"] / t["servers_judged"] if t["servers_judged"] else 0.0
@@ -46,7 +46,7 @@ def _text(view: dict) -> str:
 
 
 def _json(view: dict) -> str:
-    from pipelines.lib.render import plain_value
+    from pipelines.lib.query.render import plain_value
 
     return json.dumps(
         {k: plain_value(v.to_dicts() if isinstance(v, pl.DataFrame) else v) for k, v in view.items()},
@@ -56,7 +56,7 @@ def _json(view: dict) -> str:
 
 def cmd_waste(args: argparse.Namespace) -> int:
     """Totals, by role, by model and platform, and the top runs over a day range of the lake."""
-    from pipelines.lib import waste
+    from pipelines.lib.analysis import waste
 
     if args.date_from and args.date_to and args.date_to < args.date_from:
         raise UsageError(

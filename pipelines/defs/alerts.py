@@ -6,7 +6,7 @@ import dagster as dg
 
 from pipelines.defs.jobs import nightly
 from pipelines.defs.resources import AlertWebhook
-from pipelines.lib import alerts
+from pipelines.lib.operations import alerts
 from pipelines.runs import failed_checks
 
 

@@ -4,7 +4,7 @@ import dagster as dg
 
 from pipelines.defs.partitions import add_days, last_complete_day
 from pipelines.defs.resources import FleetHome
-from pipelines.lib.monitoring import landing_inventory
+from pipelines.lib.operations.monitoring import landing_inventory
 from pipelines.runs import day_handled_since
 
 nightly = dg.define_asset_job(

@@ -6,7 +6,7 @@ import os
 
 import dagster as dg
 
-from pipelines.lib import alerts
+from pipelines.lib.operations import alerts
 from pipelines.lib.paths import DataHome
 from pipelines.lib.procs import this_worker
 from pipelines.lib.settings import IngestLimits

@@ -8,7 +8,7 @@ import dagster as dg
 from pipelines.defs.jobs import nightly
 from pipelines.defs.partitions import LANDING_DAYS, new_days, split_complete
 from pipelines.defs.resources import FleetHome
-from pipelines.lib.monitoring import Signature, changed_days, landing_inventory
+from pipelines.lib.operations.monitoring import Signature, changed_days, landing_inventory
 from pipelines.runs import day_handled_since, fail_dead_runs
 
 

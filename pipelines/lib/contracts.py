@@ -1,9 +1,9 @@
 """Table contracts: schemas/*.yaml is the single source of truth for every table's columns.
 
 From one contract this module derives the pyarrow schema the lake writes, the polars schema and the
-conformance check of a written partition; pipelines/lib/validation.py derives the validator that decides
-which landing rows are accepted and which are quarantined (with a reason), pipelines/defs/metadata.py the
-Dagster column schema.
+conformance check of a written partition; pipelines/lib/ingest/validation.py derives the validator that
+decides which landing rows are accepted and which are quarantined (with a reason), pipelines/defs/metadata.py
+the Dagster column schema.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ LAKE_ENV = "FLEET_LAKE"
 class DataHome:
     """The data home: landing files, the staging area, the analyst catalog, reports, the Dagster
     instance (always a local folder), and the lake: by default the home's lake/ folder, or elsewhere
-    (another folder, or ``s3://bucket/prefix``: see ``pipelines.lib.lake``).
+    (another folder, or ``s3://bucket/prefix``: see ``pipelines.lib.storage.lake``).
 
     ``root`` is always absolute, so views and reports never depend on the reader's working directory.
     """

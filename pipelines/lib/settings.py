@@ -315,7 +315,8 @@ class Settings:
     """``home``: the data home and its lake (``HOME``, ``LAKE``); ``executor`` and ``broker``: where day runs
     execute; ``pool_wait_s``, ``worker_wait_s``, ``worker_silence_s``: how long to wait; ``ingest``: the
     limits of the ingest (``IngestLimits``); ``lake_cache_bytes``: the local copies of an object-store
-    lake's files (see ``pipelines.lib.lake``). Each field's variable, default and meaning: its ``Setting``."""
+    lake's files (see ``pipelines.lib.storage.lake``). Each field's variable, default and meaning: its
+    ``Setting``."""
 
     home: DataHome
     executor: Executor = EXECUTOR.default

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipelines.lib.prometheus import mapping
+from pipelines.lib.ingest.prometheus import mapping
 from pipelines.reference.md import cell, code, page, prose, table
 from workload_model import catalog, fields
 

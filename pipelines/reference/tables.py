@@ -8,7 +8,7 @@ import datetime as dt
 import json
 
 from pipelines.lib.contracts import Column, Contract, contracts
-from pipelines.lib.warehouse import DUCKDB_TYPES
+from pipelines.lib.query.warehouse import DUCKDB_TYPES
 from pipelines.reference.md import cell, code, page, prose, table
 
 LAYERS = {

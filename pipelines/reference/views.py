@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import duckdb
 
-from pipelines.lib import queries, warehouse
 from pipelines.lib.contracts import contracts
+from pipelines.lib.query import queries, warehouse
 from pipelines.reference.md import cell, code, page, prose, table
 
 INTRO = """\
@@ -18,7 +18,7 @@ Parquet files, and its comment and its columns' comments are what this page show
 `fleet sql` (`-c SQL` for one statement), or from Python with
 `duckdb.connect("<data home>/warehouse/fleet.duckdb", read_only=True)`; the catalog is rebuilt aside and
 swapped in, so a session never blocks the pipeline. Types are DuckDB's; bounds, allowed values and
-partitioning of the lake tables are on [Tables](tables.md). Generated from `pipelines/lib/warehouse.py`
+partitioning of the lake tables are on [Tables](tables.md). Generated from `pipelines/lib/query/warehouse.py`
 and `sql/queries/` when the site is built (`pipelines/reference/views.py`)."""
 
 

@@ -1,4 +1,4 @@
--- JSON Lines, the DuckDB tier (pipelines/lib/readers.py): DuckDB's parallel reader with the columns
+-- JSON Lines, the DuckDB tier (pipelines/lib/ingest/readers/jsonl.py): DuckDB's parallel reader with the columns
 -- detected from the file's first $sample_records records. Because the schema is detected and every column
 -- is selected, a key outside the sample, a duplicate key, a value that cannot be cast to its column, a line
 -- that is not one JSON object or an object over $max_object_bytes raises an error instead of passing

@@ -2,7 +2,7 @@
 -- samples, sum and max, which merge across parts, and the part's own p50, p90 and p95, which are the day's
 -- exactly when the run's role lies in this part alone (run_role_stats.sql). Reads the registered relation
 -- `samples`. Resource names keep their `_util` suffix until the merge; the resource list comes from the
--- contract (expanded by pipelines/lib/sqlfiles.py).
+-- contract (expanded by pipelines/lib/query/sqlfiles.py).
 WITH long AS (
     UNPIVOT (SELECT run_id, role, <<resources: {col}>> FROM samples)
     ON <<resources: {col}>>

@@ -309,7 +309,7 @@ def test_a_lake_of_another_version_is_refused_in_one_line(capsys, landed):
     # A ledger written before its file hash became BLAKE3 (column sha256): named, never a traceback.
     from deltalake import write_deltalake
 
-    from pipelines.lib import lake
+    from pipelines.lib.storage import lake
 
     assert main(["ingest", "--home", str(landed.root)]) == 0
     capsys.readouterr()
@@ -344,7 +344,7 @@ import sys
 from pathlib import Path
 import pyarrow.parquet as pq
 from pipelines.lib.contracts import contracts
-from pipelines.lib.lake import Lake
+from pipelines.lib.storage.lake import Lake
 lake = Lake(sys.argv[1] + "/lake")
 files = [f for t in contracts() for f in lake.files(t)]
 for p in files:

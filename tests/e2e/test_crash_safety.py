@@ -15,8 +15,8 @@ import polars as pl
 import pytest
 
 from pipelines.cli import main
-from pipelines.lib import lake
 from pipelines.lib.paths import PROJECT_ROOT, DataHome
+from pipelines.lib.storage import lake
 from tests.support.cli import BIN
 from tests.support.deadruns import instance_at
 
@@ -145,7 +145,7 @@ def test_a_killed_night_leaves_no_process_behind(landing, tmp_path):
 
 HOLD_DAYS = """
 import sys, time
-from pipelines.lib import lake
+from pipelines.lib.storage import lake
 from pipelines.lib.paths import DataHome
 store = lake.store(DataHome.resolve(sys.argv[1]))
 held = [store.lock(f"day={d}") for d in sys.argv[2:]]

@@ -12,8 +12,8 @@ import polars as pl
 import pytest
 
 from pipelines.cli import main
-from pipelines.lib import lake
 from pipelines.lib.paths import DataHome
+from pipelines.lib.storage import lake
 from tests.support.cli import BIN
 
 pytestmark = pytest.mark.usefixtures("fleet_cli")  # every test crosses the process boundary

@@ -12,10 +12,11 @@ import shutil
 import polars as pl
 import pytest
 
-from pipelines.lib import analytics, lake
+from pipelines.lib.analysis import analytics
 from pipelines.lib.contracts import resources
+from pipelines.lib.ingest.prometheus import server
 from pipelines.lib.paths import DataHome
-from pipelines.lib.prometheus import server
+from pipelines.lib.storage import lake
 from tests.support import prom_fixtures as pf
 from tests.support.cli import BIN, run
 

@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 from PIL import Image, ImageStat
 
-from pipelines.lib import lake
+from pipelines.lib.storage import lake
 from synthetic_fleet.sampler import DayFleet, sample_day
 from synthetic_fleet.writers import write_day
 from tests.support.browser import FLAGS, dump_dom, probe_result, with_probe

@@ -75,9 +75,9 @@ def test_a_night_of_many_model_families_draws_the_busiest_by_name_and_keeps_ever
     # 43,083 rows, over Altair's limit of 5,000. 700 families give it more than 5,000 rows.
     import polars as pl
 
-    from pipelines.lib import lake
+    from pipelines.lib.analysis.recommend import Fleet
     from pipelines.lib.paths import DataHome
-    from pipelines.lib.recommend import Fleet
+    from pipelines.lib.storage import lake
     from synthetic_fleet.sampler import sample_runs
 
     home = DataHome.resolve(tmp_path / "home")

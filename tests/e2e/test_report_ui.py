@@ -10,7 +10,7 @@ import re
 import pytest
 
 from dashboards import charts
-from pipelines.lib import adapters
+from pipelines.lib.ingest import adapters
 from synthetic_fleet.sampler import sample_day
 from synthetic_fleet.writers import write_day
 from tests.support.browser import dump_dom, probe_result, with_probe

@@ -8,7 +8,7 @@ import re
 import polars as pl
 import pytest
 
-from pipelines.lib import adapters
+from pipelines.lib.ingest import adapters
 from synthetic_fleet.sampler import DayFleet, sample_day
 from synthetic_fleet.writers import write_day
 from tests.support.browser import dump_dom, probe_result, with_probe

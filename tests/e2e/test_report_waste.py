@@ -6,7 +6,8 @@ import re
 
 import pytest
 
-from pipelines.lib import adapters, lake
+from pipelines.lib.ingest import adapters
+from pipelines.lib.storage import lake
 from synthetic_fleet.sampler import sample_day
 from synthetic_fleet.writers import write_day
 from tests.support.browser import dump_dom, probe_result, with_probe

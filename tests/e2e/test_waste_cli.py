@@ -7,8 +7,8 @@ import re
 import polars as pl
 import pytest
 
-from pipelines.lib import lake
 from pipelines.lib.paths import PROJECT_ROOT, DataHome
+from pipelines.lib.storage import lake
 from tests.support.cli import BIN, run
 
 pytestmark = pytest.mark.usefixtures("fleet_cli")  # every test crosses the process boundary

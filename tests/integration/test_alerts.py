@@ -15,7 +15,7 @@ import pytest
 import pipelines.lib.ingest.promote as ingest_module
 from pipelines.defs.partitions import add_days
 from pipelines.defs.resources import AlertWebhook
-from pipelines.lib import alerts
+from pipelines.lib.operations import alerts
 from tests.support.homes import DAY
 
 SECRET = "T0000-B0000-not-a-real-token"

@@ -11,8 +11,9 @@ import polars as pl
 import pytest
 
 from pipelines.cli import main
-from pipelines.lib import lake, sqlshell
 from pipelines.lib.paths import PROJECT_ROOT
+from pipelines.lib.query import sqlshell
+from pipelines.lib.storage import lake
 
 GUIDE = (PROJECT_ROOT / "docs" / "analyst-guide.md").read_text()
 SQL = re.findall(r"```sql\n(.*?)```", GUIDE, re.S)

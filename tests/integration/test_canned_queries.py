@@ -3,8 +3,8 @@
 import polars as pl
 import pytest
 
-from pipelines.lib import queries
 from pipelines.lib.contracts import contract
+from pipelines.lib.query import queries
 
 
 def test_every_canned_query_is_described():

@@ -2,9 +2,9 @@
 
 import duckdb
 
-from pipelines.lib import lake
 from pipelines.lib.ingest import ingest_partition
-from pipelines.lib.warehouse import publish_catalog
+from pipelines.lib.query.warehouse import publish_catalog
+from pipelines.lib.storage import lake
 from tests.support.homes import DAY
 
 

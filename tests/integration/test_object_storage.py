@@ -20,10 +20,10 @@ import pyarrow.parquet as pq
 import pytest
 from polars.testing import assert_frame_equal
 
-from pipelines.lib import lake
-from pipelines.lib.lake.copies import CACHE_KEEP_S
 from pipelines.lib.paths import PROJECT_ROOT, DataHome
-from pipelines.lib.warehouse import publish_catalog
+from pipelines.lib.query.warehouse import publish_catalog
+from pipelines.lib.storage import lake
+from pipelines.lib.storage.lake.copies import CACHE_KEEP_S
 from synthetic_fleet.writers import write_day
 from tests.support import lake_writers
 from tests.support.cli import BIN
@@ -246,7 +246,7 @@ def test_the_vacuum_keeps_what_the_published_catalog_reads(landed, hw):
 def _lease_holder(s3_lake: str, name: str) -> subprocess.Popen:
     """A process of this machine that holds the lake's lock ``name``; returned once it holds it."""
     hold = (
-        "import time; from pipelines.lib import lake; "
+        "import time; from pipelines.lib.storage import lake; "
         f"held = lake.Lake({s3_lake!r}).lock({name!r}, timeout_s=30); held.__enter__(); "
         "print('held', flush=True); time.sleep(600)"
     )

@@ -14,8 +14,8 @@ from dagster._core.utils import make_new_run_id
 import pipelines.lib.ingest.promote as ingest_module
 from pipelines.defs.partitions import add_days
 from pipelines.defs.resources import FleetHome
-from pipelines.lib import lake
-from pipelines.lib.monitoring import landing_inventory
+from pipelines.lib.operations.monitoring import landing_inventory
+from pipelines.lib.storage import lake
 from tests.support.homes import DAY
 
 

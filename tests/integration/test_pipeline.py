@@ -6,7 +6,7 @@ import re
 import duckdb
 import polars as pl
 
-from pipelines.lib import lake
+from pipelines.lib.storage import lake
 from tests.support.homes import DAY
 
 VIEWS = [

@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from pipelines.cli import main
-from pipelines.lib import lake
-from pipelines.lib.recommend import Fleet, fit_correction, recommend
-from pipelines.lib.recommend_fleet import never_ran, observed
+from pipelines.lib.analysis.recommend import Fleet, fit_correction, recommend
+from pipelines.lib.analysis.recommend_fleet import never_ran, observed
+from pipelines.lib.storage import lake
 from synthetic_fleet.sampler import default_fleet
 from workload_model.sizing import workload_of_model
 from workload_model.whatif import ask
@@ -271,7 +271,7 @@ def test_readers_are_sized_by_what_the_trainers_consume(hw, models):
 def test_a_synchronous_cpu_job_gets_no_dense_ps():
     # Tables sharded over the trainers' DRAM make one synchronous job that all-reduces its dense weights:
     # no dense PS serves it, so none is sized or charged.
-    from pipelines.lib import benchmarks
+    from pipelines.lib.analysis import benchmarks
 
     hw, models = benchmarks.example_catalogs()
     cpu = "mlperf_intel_1_node_8s_cpx_2_pytorch"
@@ -297,7 +297,7 @@ def _lake_with_runs(home, hw, models, days=3, runs=40):
 
 
 def test_calibrate_fit_learns_from_the_lake_and_whatif_recommend_name_the_fit(home, hw, models, capsys):
-    from pipelines.lib.fit import fit_path
+    from pipelines.lib.analysis.fit import fit_path
 
     assert main(["calibrate", "--fit", "--home", str(home.root)]) == 2
     assert "usable runs" in capsys.readouterr().err  # an empty lake has nothing to learn from
@@ -315,8 +315,8 @@ def test_calibrate_fit_learns_from_the_lake_and_whatif_recommend_name_the_fit(ho
 
 
 def test_mlperf_runs_without_a_workload_get_it_from_the_model_catalog():
-    from pipelines.lib import benchmarks
-    from pipelines.lib.fit import usable_runs
+    from pipelines.lib.analysis import benchmarks
+    from pipelines.lib.analysis.fit import usable_runs
 
     hw, models = benchmarks.example_catalogs()
     runs = pl.DataFrame(

@@ -3,8 +3,8 @@ full-data tests in test_public_traces.py)."""
 
 import polars as pl
 
-from pipelines.lib import adapters, lake
-from pipelines.lib.ingest import ingest_partition
+from pipelines.lib.ingest import adapters, ingest_partition
+from pipelines.lib.storage import lake
 from tests.support.homes import MLPERF_SLICE, PAI_SLICE
 from workload_model.catalog import load_hardware
 

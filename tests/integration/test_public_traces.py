@@ -10,11 +10,11 @@ import pytest
 
 from pipelines.defs.partitions import add_days
 from pipelines.defs.resources import FleetHome
-from pipelines.lib import adapters, lake
-from pipelines.lib.ingest import ingest_partition
+from pipelines.lib.ingest import adapters, ingest_partition
 from pipelines.lib.paths import PROJECT_ROOT
-from pipelines.lib.sqlfiles import sql_text
-from pipelines.lib.warehouse import publish_catalog
+from pipelines.lib.query.sqlfiles import sql_text
+from pipelines.lib.query.warehouse import publish_catalog
+from pipelines.lib.storage import lake
 from workload_model.catalog import load_hardware
 
 REALDATA = PROJECT_ROOT.parent / "shared" / "realdata"

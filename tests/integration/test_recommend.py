@@ -7,8 +7,8 @@ import polars as pl
 import pytest
 
 from pipelines.cli import main
-from pipelines.lib.recommend import OBJECTIVES, Fleet, fit_correction, recommend
-from pipelines.lib.recommend_fleet import fleet_recommendations, fleet_workloads, observed
+from pipelines.lib.analysis.recommend import OBJECTIVES, Fleet, fit_correction, recommend
+from pipelines.lib.analysis.recommend_fleet import fleet_recommendations, fleet_workloads, observed
 from synthetic_fleet.sampler import default_fleet
 from workload_model.sizing import workload_of_model
 
@@ -132,7 +132,7 @@ def test_recommend_cli_text_fits_one_screen(capsys, home):
 def test_recommend_for_an_observed_run_and_with_overrides(capsys, home, hw, models):
     import datetime as dt
 
-    from pipelines.lib import lake
+    from pipelines.lib.storage import lake
     from synthetic_fleet.sampler import sample_day
 
     day = sample_day("2026-11-20", 12, 5, hw, models)
@@ -171,7 +171,7 @@ def test_recommend_for_an_observed_run_and_with_overrides(capsys, home, hw, mode
 
 
 def test_correction_features_keep_the_option_order_they_were_fitted_with(fleet, hw, correction, models):
-    from pipelines.lib.recommend import _feature_frame, candidates
+    from pipelines.lib.analysis.recommend import _feature_frame, candidates
 
     cand = candidates(workload_of_model(models["M1prod"]), hw, fleet, ["zion"])  # a subset, in another order
     X = _feature_frame(cand, np.ones(cand.height), correction.options)
@@ -188,7 +188,7 @@ def test_families_answered_in_batches_equal_each_answered_alone(fleet, hw, model
     """The night answers every model family in batches of one model evaluation each (20,000 families
     in a day: time linear in the families, memory bounded by the batch); a batch never mixes one family's
     options, ranks, bands, explanations or observed medians into another's."""
-    import pipelines.lib.recommend_fleet as rec
+    import pipelines.lib.analysis.recommend_fleet as rec
 
     # the fleet's three catalog models and eleven families named as a producer might, with their own shapes
     renamed = fleet.runs.head(400).with_columns(

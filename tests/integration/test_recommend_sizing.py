@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from pipelines.cli import main
-from pipelines.lib.recommend import Fleet, _band, fit_correction, recommend
+from pipelines.lib.analysis.recommend import Fleet, _band, fit_correction, recommend
 from synthetic_fleet.sampler import default_fleet
 from workload_model.calibration import predict
 from workload_model.model import DEFAULT

@@ -10,8 +10,8 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from pipelines.lib import lake
-from pipelines.lib.delivery import ingest_days
+from pipelines.lib.ingest.delivery import ingest_days
+from pipelines.lib.storage import lake
 from pipelines.orchestrate import run_pipeline
 from tests.support.homes import DAY
 

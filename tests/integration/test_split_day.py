@@ -11,9 +11,9 @@ import pytest
 
 from pipelines.defs.partitions import add_days
 from pipelines.defs.resources import FleetHome
-from pipelines.lib import lake
 from pipelines.lib.paths import DataHome
 from pipelines.lib.settings import DEFAULT_LIMITS
+from pipelines.lib.storage import lake
 from synthetic_fleet.sampler import sample_day
 from synthetic_fleet.writers import write_day
 from tests.support.homes import DAY

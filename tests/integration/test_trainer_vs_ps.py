@@ -3,8 +3,9 @@ tail."""
 
 import polars as pl
 
-from pipelines.lib import analytics, lake
+from pipelines.lib.analysis import analytics
 from pipelines.lib.paths import DataHome
+from pipelines.lib.storage import lake
 from synthetic_fleet.sampler import sample_day
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from pipelines.lib import analytics
+from pipelines.lib.analysis import analytics
 
 KEYS = ("model_name", "platform", "placement")
 BASE = ("statistic", "role", "resource")

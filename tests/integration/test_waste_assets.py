@@ -7,7 +7,7 @@ import pytest
 
 from pipelines.defs.partitions import add_days
 from pipelines.defs.resources import FleetHome
-from pipelines.lib import lake
+from pipelines.lib.storage import lake
 from tests.support.homes import DAY
 
 
@@ -64,8 +64,8 @@ def test_waste_assets_report_per_day_and_merged_totals(materialized_home, materi
 def test_pai_parameter_servers_are_held_but_not_judged_without_utilisation(home, hw, models):
     """The PAI slice has roles and counts but no utilisation (its sensor table is not public in git): the
     analysis calls none of its parameter servers oversized, and says they were not judged."""
-    from pipelines.lib import adapters, analytics, waste
-    from pipelines.lib.ingest import ingest_partition
+    from pipelines.lib.analysis import analytics, waste
+    from pipelines.lib.ingest import adapters, ingest_partition
     from tests.support.homes import PAI_SLICE
     from workload_model.catalog import load_hardware
 

@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 
 from pipelines.cli.data import DEMO_RUNS_PER_DAY, DEMO_SEED
-from pipelines.lib import analytics, waste
+from pipelines.lib.analysis import analytics, waste
 from synthetic_fleet.sampler import sample_day
 from synthetic_fleet.servers import CYCLE_EPOCH, DAY_CYCLE
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import polars as pl
 
-from pipelines.lib import lake
 from pipelines.lib.contracts import contracts
 from pipelines.lib.paths import DataHome
+from pipelines.lib.storage import lake
 
 VOLATILE = {"ingested_at"}  # when a run happened, not what it found
 

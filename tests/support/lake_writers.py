@@ -12,7 +12,7 @@ import time
 
 import polars as pl
 
-from pipelines.lib import lake
+from pipelines.lib.storage import lake
 
 TABLE = "server_count_hist"
 

@@ -7,7 +7,7 @@ import datetime as dt
 import polars as pl
 import pytest
 
-from pipelines.lib import analytics
+from pipelines.lib.analysis import analytics
 from pipelines.lib.contracts import resources
 
 UTIL = [f"{r}_util" for r in resources()]  # every resource of the contract

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from pipelines.lib import cache
+from pipelines.lib.storage import cache
 
 
 def test_package_text_is_computed_once_per_version_for_every_data_home(tmp_path, monkeypatch):

@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 from pipelines.defs.metadata import table_schema
-from pipelines.lib import validation as validation_module
 from pipelines.lib.contracts import (
     ContractError,
     conformance_violations,
@@ -23,7 +22,8 @@ from pipelines.lib.contracts import (
     key_duplicates,
     load_contract,
 )
-from pipelines.lib.validation import validate_rows
+from pipelines.lib.ingest import validation as validation_module
+from pipelines.lib.ingest.validation import validate_rows
 from tests.support.hypo import examples
 
 VIEWS = [

@@ -291,7 +291,7 @@ def test_a_number_pyarrow_reads_is_the_number_the_text_parse_gives(text):
     import pyarrow.csv as pacsv
 
     from pipelines.lib.contracts import contract
-    from pipelines.lib.validation import _parse_text
+    from pipelines.lib.ingest.validation import _parse_text
 
     col = next(x for x in contract("utilisation_samples").landing_columns if x.name == "power_w")
     try:

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipelines.lib import analytics
-from pipelines.lib.analytics import LakeFiles
+from pipelines.lib.analysis import analytics
+from pipelines.lib.analysis.analytics import LakeFiles
 from tests.support.hypo import examples
 from tests.support.lake_state import assert_same
 

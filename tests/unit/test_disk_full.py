@@ -6,9 +6,9 @@ import sqlite3
 import duckdb
 import pyarrow as pa
 
-from pipelines.lib import preflight
 from pipelines.lib.fileio import full_disk
-from pipelines.lib.preflight import disk_full
+from pipelines.lib.operations import preflight
+from pipelines.lib.operations.preflight import disk_full
 
 
 class StepError(Exception):

@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 from pipelines.cli import hints
-from pipelines.lib.workload import assumed_line, from_config
+from pipelines.lib.analysis.workload import assumed_line, from_config
 from workload_model import defaults
 from workload_model.alternatives import thousands
 

@@ -7,8 +7,9 @@ import polars as pl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipelines.lib import analytics, lake
+from pipelines.lib.analysis import analytics
 from pipelines.lib.paths import DataHome
+from pipelines.lib.storage import lake
 from tests.support.hypo import examples
 
 UTIL = ["cpu_util", "mem_cap_util", "mem_bw_util", "net_bw_util"]

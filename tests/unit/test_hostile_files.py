@@ -10,10 +10,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.lib import lake
 from pipelines.lib.ingest import day as day_module
 from pipelines.lib.ingest import ingest_day, ingest_partition, reconciliation
 from pipelines.lib.ingest.readers import jsonl
+from pipelines.lib.storage import lake
 from synthetic_fleet.writers import write_day
 from tests.support.homes import DAY
 

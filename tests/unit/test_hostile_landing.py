@@ -10,8 +10,8 @@ import threading
 
 import polars as pl
 
-from pipelines.lib import lake, landing
 from pipelines.lib.ingest import ingest_day, ingest_partition, reconciliation
+from pipelines.lib.storage import lake, landing
 from tests.support.homes import DAY
 
 NEXT_DAY = "2026-11-21"
@@ -151,7 +151,7 @@ def test_a_killed_writers_staging_is_swept_by_the_next_writer_of_that_day(landed
 
 
 def test_delivering_a_folder_never_reads_through_links_or_fifos(tmp_path, home, hw):
-    from pipelines.lib.delivery import deliver_tree, ingest_days
+    from pipelines.lib.ingest.delivery import deliver_tree, ingest_days
 
     secret = tmp_path / "secret.jsonl"
     secret.write_text('{"run_id": "stolen"}\n')

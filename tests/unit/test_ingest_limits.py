@@ -106,7 +106,7 @@ def test_the_callers_limits_reach_the_days_run(home, hw, small_day):
     import dagster as dg
 
     from pipelines.defs.partitions import add_days
-    from pipelines.lib import lake
+    from pipelines.lib.storage import lake
     from pipelines.orchestrate import _run_day
 
     write_day(small_day, home.landing, source="acme", fmt="jsonl")

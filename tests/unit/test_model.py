@@ -151,7 +151,7 @@ def test_gpu_platforms_without_links_fall_back_to_pcie(hw, models):
 
 
 def test_recommender_ignores_runs_without_throughput(hw):
-    from pipelines.lib.recommend import Fleet, fit_correction
+    from pipelines.lib.analysis.recommend import Fleet, fit_correction
     from synthetic_fleet.sampler import default_fleet
 
     runs, _ = default_fleet()

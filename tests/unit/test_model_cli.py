@@ -147,7 +147,7 @@ def test_answers_say_what_software_they_assumed_with_the_range_and_the_flip(caps
     answer; --json carries the same fields."""
     import shutil
 
-    from pipelines.lib import benchmarks
+    from pipelines.lib.analysis import benchmarks
 
     (tmp_path / "catalog").mkdir()
     shutil.copy(benchmarks.EXAMPLES / "hardware.yaml", tmp_path / "catalog" / "hardware.yaml")
@@ -230,7 +230,7 @@ def test_whatif_errors_name_the_field_and_list_valid_ones(capsys, home):
 def test_the_accuracy_pages_record_is_what_calibrate_answers_now(calibrate_answers):
     """docs/measurements/calibrate.json feeds the accuracy page's tables: it must be today's answer, to the
     figures the page shows (regenerate: fleet calibrate --json > docs/measurements/calibrate.json)."""
-    from pipelines.lib import accuracy_tables
+    from pipelines.lib.analysis import accuracy_tables
 
     now = json.loads(calibrate_answers["json"][1])
     kept = accuracy_tables.recorded()

@@ -19,8 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 OWNED = [
     *sorted((ROOT / "workload_model").glob("*.py")),
     *sorted((ROOT / "synthetic_fleet").glob("*.py")),
-    ROOT / "pipelines" / "lib" / "recommend.py",
-    ROOT / "pipelines" / "lib" / "workload.py",
+    ROOT / "pipelines" / "lib" / "analysis" / "recommend.py",
+    ROOT / "pipelines" / "lib" / "analysis" / "workload.py",
 ]
 
 OUTSIDE = "../" + "shared"  # spelled in two parts so that a grep of the tree for it finds nothing
@@ -125,7 +125,7 @@ def test_yaml_is_not_read_at_import_time():
         "orig = pathlib.Path.read_text\n"
         "pathlib.Path.read_text = lambda self, *a, **k: (seen.append(str(self)), orig(self, *a, **k))[1]\n"
         "import workload_model.model, workload_model.catalog, workload_model.fields\n"
-        "import pipelines.lib.recommend, pipelines.lib.workload\n"
+        "import pipelines.lib.analysis.recommend, pipelines.lib.analysis.workload\n"
         "print([s for s in seen if s.endswith('.yaml')])\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
@@ -136,7 +136,7 @@ def test_yaml_is_not_read_at_import_time():
 def test_the_pipeline_reaches_the_catalogs_without_the_sampler():
     code = (
         "import sys\n"
-        "import pipelines.lib.recommend, pipelines.lib.workload, workload_model.catalog\n"
+        "import pipelines.lib.analysis.recommend, pipelines.lib.analysis.workload, workload_model.catalog\n"
         "print('synthetic_fleet.sampler' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)

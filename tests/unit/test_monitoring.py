@@ -2,7 +2,7 @@
 
 import os
 
-from pipelines.lib.monitoring import changed_days, landing_inventory, row_count_anomaly
+from pipelines.lib.operations.monitoring import changed_days, landing_inventory, row_count_anomaly
 
 
 def test_inventory_skips_hidden_and_non_day_folders(home):

@@ -12,10 +12,10 @@ import shutil
 import polars as pl
 import pytest
 
-from pipelines.lib import lake
 from pipelines.lib.ingest import ingest_partition, reconciliation
+from pipelines.lib.ingest.prometheus.mapping import MappingError, build, ksm_label
 from pipelines.lib.paths import DataHome
-from pipelines.lib.prometheus.mapping import MappingError, build, ksm_label
+from pipelines.lib.storage import lake
 from tests.support import prom_fixtures as pf
 
 UTC = dt.UTC

@@ -7,7 +7,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from pipelines.lib import benchmarks
+from pipelines.lib.analysis import benchmarks
 from workload_model.model import DEFAULT, predict_frame
 
 

@@ -16,9 +16,9 @@ from pipelines.cli.parser import build_parser
 from pipelines.lib import settings
 from pipelines.lib.contracts import contract, contracts
 from pipelines.lib.exit_codes import ExitCode
+from pipelines.lib.ingest.prometheus import mapping
 from pipelines.lib.paths import PROJECT_ROOT
-from pipelines.lib.prometheus import mapping
-from pipelines.lib.queries import canned
+from pipelines.lib.query.queries import canned
 from pipelines.reference import catalogs, cli, codes, pages, tables, views
 from workload_model.catalog import hardware_fields, hardware_schema, model_entry_fields
 

@@ -22,7 +22,7 @@ import pytest
 
 from pipelines.lib.contracts import contract, resources
 from pipelines.lib.paths import PROJECT_ROOT, SCHEMAS_DIR, SQL_DIR
-from pipelines.lib.sqlfiles import RESOURCE_LIST, sql_text
+from pipelines.lib.query.sqlfiles import RESOURCE_LIST, sql_text
 from workload_model import model
 
 
@@ -69,10 +69,11 @@ FLOW = textwrap.dedent(
     import pipelines.lib.paths as paths
     paths.SCHEMAS_DIR = Path(sys.argv[1])           # the copy with one more resource column
     import polars as pl
-    from pipelines.lib import analytics, lake
+    from pipelines.lib.analysis import analytics
+    from pipelines.lib.storage import lake
     from pipelines.lib.contracts import contract, resources
     from pipelines.lib.ingest import ingest_partition
-    from pipelines.lib import rightsizing, waste
+    from pipelines.lib.analysis import rightsizing, waste
     from dashboards import charts
 
     home = paths.DataHome.resolve(sys.argv[2])

@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 
 from pipelines.lib.ingest import ingest_day, ingest_partition
-from pipelines.lib.warehouse import publish_catalog
+from pipelines.lib.query.warehouse import publish_catalog
 from tests.support.homes import DAY
 from workload_model.catalog import CatalogError, load_hardware
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from pipelines.lib.landing import walk
+from pipelines.lib.storage.landing import walk
 from synthetic_fleet import truth as truth_module
 from synthetic_fleet.sampler import sample_day
 from synthetic_fleet.servers import STRAGGLER_SLOWDOWN

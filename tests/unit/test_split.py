@@ -19,8 +19,9 @@ import time
 import polars as pl
 import pytest
 
-from pipelines.lib import analytics
-from pipelines.lib.analytics import LakeFiles
+from pipelines.lib.analysis import analytics
+from pipelines.lib.analysis.analytics import LakeFiles
+from pipelines.lib.analysis.partials import part_id
 from pipelines.lib.contracts import contract
 from pipelines.lib.ingest import ingest_day, split
 from pipelines.lib.ingest.split import (
@@ -33,9 +34,8 @@ from pipelines.lib.ingest.split import (
     read_slices,
     settle_day,
 )
-from pipelines.lib.landing import day_files
-from pipelines.lib.partials import part_id
 from pipelines.lib.settings import DEFAULT_LIMITS
+from pipelines.lib.storage.landing import day_files
 from synthetic_fleet.sampler import sample_day
 from synthetic_fleet.writers import write_day
 from tests.support.homes import DAY

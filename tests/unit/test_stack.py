@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from pipelines.lib import benchmarks
+from pipelines.lib.analysis import benchmarks
 from workload_model import alternatives, defaults, stack
 from workload_model.catalog import load_hardware, load_models
 from workload_model.sizing import workload_of_model
@@ -80,8 +80,8 @@ def test_b6_without_software_every_mlperf_system_is_within_2x_and_with_it_as_bef
 
 
 def test_without_software_a_dgx_a100_ranks_first_and_cpus_below_every_nvlink_server(catalogs):
+    from pipelines.lib.analysis.recommend import Fleet, fit_correction, recommend
     from pipelines.lib.contracts import contract
-    from pipelines.lib.recommend import Fleet, fit_correction, recommend
 
     hw, models = catalogs
     fleet = Fleet(contract("runs").empty_frame())
@@ -124,8 +124,8 @@ def test_a_flip_is_flagged_where_the_kernel_mode_changes_the_recommended_option(
     """MLPerf's DLRM on a DGX A100 or an 8-socket Cooper Lake cluster, software unstated: the GPU server wins
     under today's compiled kernels, but under the 2019 eager per-table stack its 26 tables' dispatches and
     collectives put the CPUs ahead. The answer says so, and stating that stack confirms it."""
+    from pipelines.lib.analysis.recommend import Fleet, fit_correction, recommend
     from pipelines.lib.contracts import contract
-    from pipelines.lib.recommend import Fleet, fit_correction, recommend
 
     hw, models = catalogs
     fleet = Fleet(contract("runs").empty_frame())

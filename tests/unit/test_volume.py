@@ -9,10 +9,10 @@ import json
 import dagster as dg
 import polars as pl
 
-from pipelines.lib import lake
 from pipelines.lib.ingest import day as day_module
 from pipelines.lib.ingest import ingest_day, ingest_partition
-from pipelines.lib.volume import day_volume, failing
+from pipelines.lib.ingest.volume import day_volume, failing
+from pipelines.lib.storage import lake
 from tests.support.homes import DAY
 
 
@@ -136,7 +136,7 @@ def test_the_nightly_schedule_launches_no_day_without_landing_files(landed, defi
 
 
 def test_ingest_of_a_day_in_the_cli_summary_names_what_did_not_arrive(landed, hw, small_day):
-    from pipelines.lib.delivery import ingest_days
+    from pipelines.lib.ingest.delivery import ingest_days
 
     runs = small_day.runs.with_columns(pl.col("start_ts", "end_ts").dt.to_string("%Y-%m-%dT%H:%M:%SZ"))
     (landed.landing / "synthetic" / DAY / "utilisation_samples.jsonl").unlink()

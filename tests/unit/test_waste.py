@@ -10,9 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipelines.lib import analytics, lake, rightsizing, waste
+from pipelines.lib.analysis import analytics, rightsizing, waste
 from pipelines.lib.contracts import contract, resources
 from pipelines.lib.paths import DataHome
+from pipelines.lib.storage import lake
 from synthetic_fleet.sampler import sample_day
 from tests.support.hypo import examples
 from workload_model import fields

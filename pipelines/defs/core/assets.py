@@ -5,7 +5,8 @@ import dagster as dg
 from pipelines.defs.metadata import OWNERS, description, preview, spec_metadata
 from pipelines.defs.partitions import LANDING_DAYS
 from pipelines.defs.resources import FleetHome
-from pipelines.lib import analytics, lake
+from pipelines.lib.analysis import analytics
+from pipelines.lib.storage import lake
 
 
 @dg.asset(

@@ -7,7 +7,8 @@ import dagster as dg
 from pipelines.defs.metadata import OWNERS, description, preview, spec_metadata
 from pipelines.defs.partitions import LANDING_DAYS
 from pipelines.defs.resources import FleetHome
-from pipelines.lib import analytics, lake
+from pipelines.lib.analysis import analytics
+from pipelines.lib.storage import lake
 
 # The nightly run refreshes the out layer by ~03:00 UTC; warn after 26 h, fail after 30 h without one.
 FRESHNESS = dg.FreshnessPolicy.time_window(fail_window=timedelta(hours=30), warn_window=timedelta(hours=26))
@@ -119,7 +120,7 @@ def merged_utilisation(fleet: FleetHome):
 )
 def recommendations(fleet: FleetHome) -> dg.MaterializeResult:
     """Per model family and objective: every platform x placement, ranked, with bands and explanations."""
-    from pipelines.lib.recommend_fleet import fleet_recommendations_cached
+    from pipelines.lib.analysis.recommend_fleet import fleet_recommendations_cached
 
     home = fleet.data_home()
     recs, correction, reused = fleet_recommendations_cached(home, fleet.hardware())

@@ -8,8 +8,9 @@ from pipelines.defs.metadata import preview
 from pipelines.defs.out.assets import _written, out_attrs
 from pipelines.defs.partitions import LANDING_DAYS
 from pipelines.defs.resources import FleetHome
-from pipelines.lib import analytics, lake, waste
+from pipelines.lib.analysis import analytics, waste
 from pipelines.lib.paths import DataHome
+from pipelines.lib.storage import lake
 
 
 class WasteTargets(dg.Config):

@@ -5,7 +5,7 @@ import dagster as dg
 from dashboards.report import write_report
 from pipelines.defs.metadata import OWNERS
 from pipelines.defs.resources import FleetHome
-from pipelines.lib.warehouse import catalog_tables, publish_catalog
+from pipelines.lib.query.warehouse import catalog_tables, publish_catalog
 
 ALL_TABLES = catalog_tables()
 

@@ -7,9 +7,9 @@ from pipelines.defs.metadata import OWNERS, description, preview, spec_metadata
 from pipelines.defs.partitions import LANDING_DAYS
 from pipelines.defs.resources import FleetHome
 from pipelines.lib.ingest import LANDING_TABLES, METRICS, advice, ingest_partition
-from pipelines.lib.landing import not_read, not_read_warning
-from pipelines.lib.monitoring import partition_row_counts, row_count_anomaly
-from pipelines.lib.volume import failing
+from pipelines.lib.ingest.volume import failing
+from pipelines.lib.operations.monitoring import partition_row_counts, row_count_anomaly
+from pipelines.lib.storage.landing import not_read, not_read_warning
 from pipelines.workers import slice_offer
 
 RAW_TABLES = (

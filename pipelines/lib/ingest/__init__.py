@@ -5,7 +5,7 @@ One module per responsibility: ``day`` (the day's files, read and validated as t
 registry that recognises them), ``entries`` (ledger and quarantine entries), ``cross_row`` (rules across
 rows), ``dedupe`` (nothing twice), ``staging`` (the staged files), ``line_texts`` (rejected lines' text)
 and ``promote`` (checks, locks and promotion). Prometheus samples (metric_samples) are turned into runs
-and utilisation samples by ``pipelines.lib.prometheus.derive`` once the day's samples are read.
+and utilisation samples by ``pipelines.lib.ingest.prometheus.derive`` once the day's samples are read.
 """
 
 from pipelines.lib.ingest.cross_row import SAMPLE_KEY

@@ -26,7 +26,6 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipelines.lib import lake
 from pipelines.lib.contracts import ConformanceProfile, Contract, contract
 from pipelines.lib.fileio import full_disk
 from pipelines.lib.frames import arrow_frame
@@ -45,6 +44,8 @@ from pipelines.lib.ingest.entries import (
 )
 from pipelines.lib.ingest.hashing import FileHasher, file_stamp
 from pipelines.lib.ingest.line_texts import finish_all_texts, finish_texts
+from pipelines.lib.ingest.prometheus.derive import derive_day, landing_runs
+from pipelines.lib.ingest.prometheus.mapping import load_mapping
 from pipelines.lib.ingest.readers import FORMATS, Format, detect
 from pipelines.lib.ingest.readers.base import (
     ROW,
@@ -57,13 +58,12 @@ from pipelines.lib.ingest.readers.base import (
     prefetched,
 )
 from pipelines.lib.ingest.staging import StagedParquet, new_staging
-from pipelines.lib.landing import LandingFile, day_files
+from pipelines.lib.ingest.validation import validate_rows
+from pipelines.lib.ingest.volume import day_volume, run_samples, trailing_samples
 from pipelines.lib.paths import DataHome
-from pipelines.lib.prometheus.derive import derive_day, landing_runs
-from pipelines.lib.prometheus.mapping import load_mapping
 from pipelines.lib.settings import DEFAULT_LIMITS, IngestLimits
-from pipelines.lib.validation import validate_rows
-from pipelines.lib.volume import day_volume, run_samples, trailing_samples
+from pipelines.lib.storage import lake
+from pipelines.lib.storage.landing import LandingFile, day_files
 from workload_model.catalog import load_hardware
 
 LANDING_TABLES = ("runs", "utilisation_samples")

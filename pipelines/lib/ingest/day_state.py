@@ -14,7 +14,7 @@ from pipelines.lib.contracts import Contract, contract
 from pipelines.lib.ingest.entries import FileEntry, RejectLog
 from pipelines.lib.ingest.readers import FORMATS, Format
 from pipelines.lib.ingest.readers.base import FileInfo, Source
-from pipelines.lib.landing import LandingFile
+from pipelines.lib.storage.landing import LandingFile
 
 METRICS = (
     "metric_samples"  # what Prometheus and OpenMetrics files feed (their format says so, not their name)

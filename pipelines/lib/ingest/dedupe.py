@@ -16,14 +16,14 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipelines.lib import lake
 from pipelines.lib.contracts import contract
 from pipelines.lib.frames import arrow_frame
 from pipelines.lib.ingest.cross_row import SAMPLE_KEY, sample_key_hash
 from pipelines.lib.ingest.entries import typed_json
 from pipelines.lib.paths import DataHome
+from pipelines.lib.query.sqlfiles import sql_text
 from pipelines.lib.settings import DUCKDB_MEMORY
-from pipelines.lib.sqlfiles import sql_text
+from pipelines.lib.storage import lake
 
 # One 64-bit hash of each staged sample's key and its row number in its file, in the staged file's order.
 CLASH_PASS_ROWS = 4_000_000  # hashes compared at once, about (~0.2 GB with polars' group table)

@@ -11,16 +11,16 @@ from pathlib import Path
 
 import polars as pl
 
-from pipelines.lib import lake
 from pipelines.lib.contracts import conformance_violations, contract, key_duplicates
 from pipelines.lib.ingest.cross_row import SAMPLE_KEY
 from pipelines.lib.ingest.day import ingest_day, reconciliation
 from pipelines.lib.ingest.day_state import METRICS, DayIngest
 from pipelines.lib.ingest.dedupe import read_prior
 from pipelines.lib.ingest.split import merge_day, read_slices, settle_day
-from pipelines.lib.landing import day_files
 from pipelines.lib.paths import DataHome
 from pipelines.lib.settings import DEFAULT_LIMITS, IngestLimits
+from pipelines.lib.storage import lake
+from pipelines.lib.storage.landing import day_files
 
 
 @dataclass

@@ -45,13 +45,13 @@ import polars as pl
 from filelock import FileLock
 from filelock import Timeout as LockHeld
 
-from pipelines.lib.analytics import store_partials
+from pipelines.lib.analysis.analytics import store_partials
 from pipelines.lib.ingest.day import Day, day_result, rank, table_of
 from pipelines.lib.ingest.day_state import DayIngest, FileState
 from pipelines.lib.ingest.readers.base import FileInfo
-from pipelines.lib.landing import LandingFile, day_files
 from pipelines.lib.paths import SCHEMAS_DIR, DataHome
 from pipelines.lib.settings import DEFAULT_LIMITS, WORKER_BROKER_ENV, IngestLimits
+from pipelines.lib.storage.landing import LandingFile, day_files
 
 SETTLED = "settled.pickle"
 POLL_S = 0.05

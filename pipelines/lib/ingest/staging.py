@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipelines.lib.partials import PART_ID_KEY, new_part_id
+from pipelines.lib.analysis.partials import PART_ID_KEY, new_part_id
 from pipelines.lib.paths import DataHome
 
 

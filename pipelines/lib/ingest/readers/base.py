@@ -18,8 +18,8 @@ from typing import Any, TypeVar
 import polars as pl
 
 from pipelines.lib.fileio import size_text
+from pipelines.lib.ingest.validation import Validated
 from pipelines.lib.settings import IngestLimits
-from pipelines.lib.validation import Validated
 
 # The limits on one file (batch size, record size, expansion, rejects listed) are the deployment's
 # (``pipelines.lib.settings.IngestLimits``), carried by the file's ``Source``.

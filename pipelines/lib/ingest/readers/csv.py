@@ -63,7 +63,7 @@ from pipelines.lib.ingest.readers.csv_records import (
     line_records,
     parts,
 )
-from pipelines.lib.validation import validate_rows
+from pipelines.lib.ingest.validation import validate_rows
 
 TIERS = ("typed", "lines", "rfc4180", "python")
 CSV_BLOCK_BYTES = 8 << 20  # pyarrow's parse block: a data row may be up to this long (or the record limit)

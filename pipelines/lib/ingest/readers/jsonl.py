@@ -48,9 +48,9 @@ from pipelines.lib.ingest.readers.base import (
     text_groups,
     verdict_frame,
 )
+from pipelines.lib.ingest.validation import validate_rows
+from pipelines.lib.query.sqlfiles import sql_text
 from pipelines.lib.settings import IngestLimits
-from pipelines.lib.sqlfiles import sql_text
-from pipelines.lib.validation import validate_rows
 
 CHUNK_BYTES = 16 << 20  # bytes of text per pass of the line splitter
 SAMPLE_RECORDS = 20_480  # records the DuckDB tier detects a file's columns from

@@ -22,9 +22,9 @@ import duckdb
 import polars as pl
 
 from pipelines.lib.contracts import contract
-from pipelines.lib.prometheus.mapping import PromMapping, ksm_label
+from pipelines.lib.ingest.prometheus.mapping import PromMapping, ksm_label
+from pipelines.lib.query.sqlfiles import sql_text
 from pipelines.lib.settings import DUCKDB_MEMORY
-from pipelines.lib.sqlfiles import sql_text
 from workload_model.catalog import HardwareCatalog
 
 GB = 1e9

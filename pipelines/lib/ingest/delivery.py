@@ -42,7 +42,7 @@ def deliver_tree(src: Path, home: DataHome) -> list[str]:
     as a link to the same target (ingest then quarantines it as ``file_outside_landing``), a FIFO or other
     non-regular file as a FIFO (``file_not_regular``); misplaced files keep their place and are reported."""
     from pipelines.lib import fileio
-    from pipelines.lib.landing import walk
+    from pipelines.lib.storage.landing import walk
 
     entries = list(walk(src))
     if not [e for e in entries if e.day is not None]:
@@ -68,7 +68,7 @@ def deliver_tree(src: Path, home: DataHome) -> list[str]:
 
 def not_read_warning(home: DataHome) -> str | None:
     """The landing entries no day reads (outside <source>/<YYYY-MM-DD>/, or hidden), in one line."""
-    from pipelines.lib import landing
+    from pipelines.lib.storage import landing
 
     return landing.not_read_warning(landing.not_read(home))
 
@@ -85,8 +85,8 @@ def ingest_days(
 
     from pipelines.lib.ingest import advice, ingest_partition
     from pipelines.lib.ingest.dedupe import dependent_days, dependent_note
-    from pipelines.lib.volume import failing
-    from pipelines.lib.warehouse import publish_catalog
+    from pipelines.lib.ingest.volume import failing
+    from pipelines.lib.query.warehouse import publish_catalog
     from workload_model.catalog import load_hardware
 
     days = list(days)

@@ -158,7 +158,7 @@ class ModelFit:
 def run_fit(home: DataHome, hw: HardwareCatalog, models: dict[str, ModelSpec]) -> dict[str, Any]:
     """Fit the coefficients the home's runs are sensitive to, measure the leave-one-platform-out error
     (fit without a platform's runs, predict them), store the fit in the data home; returns its record."""
-    from pipelines.lib import lake
+    from pipelines.lib.storage import lake
 
     rows, y = usable_runs(lake.read_table(home, "runs"), hw, models)
     if rows.height < MIN_RUNS:

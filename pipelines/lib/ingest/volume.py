@@ -13,10 +13,10 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from pipelines.lib import lake
 from pipelines.lib.contracts import contract
 from pipelines.lib.paths import DataHome
-from pipelines.lib.sqlfiles import sql_text
+from pipelines.lib.query.sqlfiles import sql_text
+from pipelines.lib.storage import lake
 from workload_model.scalars import as_float
 
 LOW_COVERAGE = 0.5  # samples below this share of what the runs imply: "low"

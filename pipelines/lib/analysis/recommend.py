@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from pipelines.lib.recommend_text import GROUP, explain, too_close
+from pipelines.lib.analysis.recommend_text import GROUP, explain, too_close
 from workload_model import alternatives, fields
 from workload_model.bottlenecks import BOTTLENECKS
 from workload_model.catalog import HardwareCatalog

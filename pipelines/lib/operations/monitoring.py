@@ -7,9 +7,9 @@ import hashlib
 import statistics
 from dataclasses import dataclass
 
-from pipelines.lib import lake
-from pipelines.lib.landing import Signature, inventory
 from pipelines.lib.paths import DataHome
+from pipelines.lib.storage import lake
+from pipelines.lib.storage.landing import Signature, inventory
 
 
 def landing_inventory(home: DataHome) -> dict[str, Signature]:

@@ -16,8 +16,8 @@ import duckdb
 import polars as pl
 
 from pipelines.lib.contracts import contract
-from pipelines.lib.lake import Lake
 from pipelines.lib.paths import SQL_DIR
+from pipelines.lib.storage.lake import Lake
 
 QUERIES_DIR = SQL_DIR / "queries"
 

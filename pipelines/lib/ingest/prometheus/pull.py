@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipelines.lib import fileio
+from pipelines.lib.ingest.prometheus.mapping import PromMapping, ksm_label
 from pipelines.lib.paths import DataHome
-from pipelines.lib.prometheus.mapping import PromMapping, ksm_label
 
 PULLED_SUFFIX = ".prom.json"
 KSM = ("pod_labels", "pod_info", "pod_phase", "node_labels")

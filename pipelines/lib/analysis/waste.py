@@ -3,7 +3,7 @@
 Everything is computed per day from that day's aggregates (runs, run_role_stats, server_windows), never
 from raw samples, so a day costs what its aggregates cost and any day range merges by summing.
 
-Right-sizing (``run_efficiency``) is pipelines/lib/rightsizing.py.
+Right-sizing (``run_efficiency``) is pipelines/lib/analysis/rightsizing.py.
 
 Outliers (``server_outliers``) are found in SQL (sql/transforms/server_outliers.sql) from server_windows.
 """
@@ -16,11 +16,12 @@ from typing import Any
 
 import polars as pl
 
-from pipelines.lib import analytics, lake
+from pipelines.lib.analysis import analytics
+from pipelines.lib.analysis.rightsizing import Targets, run_efficiency
 from pipelines.lib.contracts import contract
 from pipelines.lib.paths import DataHome
-from pipelines.lib.rightsizing import Targets, run_efficiency
-from pipelines.lib.sqlfiles import sql_text
+from pipelines.lib.query.sqlfiles import sql_text
+from pipelines.lib.storage import lake
 from workload_model.catalog import HardwareCatalog, ModelSpec
 
 # ------------------------------------------------------------------------------------------ outliers

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import duckdb
 
-from pipelines.lib.lake import Lake
-from pipelines.lib.render import plain_table
+from pipelines.lib.query.render import plain_table
+from pipelines.lib.storage.lake import Lake
 
 MAX_ROWS = 1000  # rows printed per statement (the rest are counted)
 # Lines of an engine message shown: its first, then its hint ('Did you mean "gpu_util"?', 'Candidate

@@ -12,10 +12,11 @@ from pathlib import Path
 import duckdb
 from filelock import FileLock
 
-from pipelines.lib import fileio, lake
+from pipelines.lib import fileio
 from pipelines.lib.contracts import Column, contract, contracts
 from pipelines.lib.paths import DataHome
-from pipelines.lib.sqlfiles import quote_literal, sql_text
+from pipelines.lib.query.sqlfiles import quote_literal, sql_text
+from pipelines.lib.storage import lake
 
 DUCKDB_TYPES = {
     "string": "VARCHAR",

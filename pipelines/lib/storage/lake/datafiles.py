@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from pipelines.lib.lake.copies import LocalCopies
+from pipelines.lib.storage.lake.copies import LocalCopies
 
 
 def put(

@@ -16,9 +16,9 @@ import duckdb
 from pipelines.lib import safe_yaml
 from pipelines.lib.errors import Unavailable, UsageError
 from pipelines.lib.fileio import causes, engine_error, full_disk, size_text
-from pipelines.lib.landing import is_day
 from pipelines.lib.paths import DataHome
 from pipelines.lib.settings import INT64_MAX, whole_number
+from pipelines.lib.storage.landing import is_day
 
 # DuckDB's read_parquet and Polars' scans expand these in a path, so a home holding them reads no files.
 GLOB_CHARS = "*?[]{}"
@@ -42,7 +42,7 @@ def check_lake(home: DataHome) -> None:
     """A lake on object storage answers before any work starts (a local lake is checked by writing)."""
     if not home.remote_lake:
         return
-    from pipelines.lib.lake import s3
+    from pipelines.lib.storage.lake import s3
 
     try:
         s3.probe(home.lake_uri)
@@ -59,7 +59,7 @@ def check_user_catalogs(home: DataHome, lenient: bool = False) -> None:
     if present, load and validate. With ``lenient`` (the planning commands), only the catalog files
     themselves must be readable: an invalid entry is left out by the command, which names it, and the other
     entries stay usable."""
-    from pipelines.lib.prometheus.mapping import MappingError, load_mapping, user_file
+    from pipelines.lib.ingest.prometheus.mapping import MappingError, load_mapping, user_file
     from workload_model.catalog import CatalogError, load_hardware, load_models
 
     for name, section in (("hardware.yaml", "platforms"), ("models.yaml", "models")):
@@ -117,7 +117,7 @@ def check_query_params(query, params: dict[str, str]) -> None:
     """No parameter sets a constant of the stored data (a histogram's bin count); values of known
     parameters have the type of their default: integer parameters are counts and at least 1, date
     parameters are YYYY-MM-DD. Unknown names are left to the query runner to refuse."""
-    from pipelines.lib.queries import fixed_parameter
+    from pipelines.lib.query.queries import fixed_parameter
 
     defaults = query.defaults
     for key in params:

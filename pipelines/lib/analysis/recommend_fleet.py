@@ -1,5 +1,5 @@
 """The night's hardware-fit answers: one workload per model family of the fleet, every family x objective x
-option ranked (pipelines.lib.recommend), with the fleet's observed medians where the fleet ran that
+option ranked (pipelines.lib.analysis.recommend), with the fleet's observed medians where the fleet ran that
 workload. Families are answered in batches, one model evaluation per batch, so a day of 20,000 model
 names costs time linear in them and memory bounded by the batch."""
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import polars as pl
 
-from pipelines.lib.recommend import (
+from pipelines.lib.analysis.recommend import (
     GROUP,
     OBJECTIVES,
     OBSERVED_KEYS,
@@ -134,8 +134,8 @@ def cached_correction(home, hw: HardwareCatalog) -> tuple[Fleet, Correction, Coe
     import sklearn
     from threadpoolctl import threadpool_limits
 
-    from pipelines.lib import cache, lake
-    from pipelines.lib.fit import fit_path, load_fit
+    from pipelines.lib.analysis.fit import fit_path, load_fit
+    from pipelines.lib.storage import cache, lake
 
     coef = load_fit(home).coef
     fleet = Fleet.from_runs(lake.read_table(home, "runs"), hw)
@@ -160,9 +160,9 @@ def fleet_recommendations_cached(home, hw: HardwareCatalog) -> tuple[pl.DataFram
     code): (recommendations, the correction's figures, reused)."""
     from threadpoolctl import threadpool_limits
 
-    from pipelines.lib import cache
+    from pipelines.lib.analysis.fit import fit_path
     from pipelines.lib.contracts import contract
-    from pipelines.lib.fit import fit_path
+    from pipelines.lib.storage import cache
     from workload_model.catalog import load_models
 
     models_path = home.user_catalog_dir / "models.yaml"

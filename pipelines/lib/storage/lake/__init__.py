@@ -35,12 +35,12 @@ from deltalake.transaction import AddAction, RemoveAction
 from pipelines.lib.contracts import contract
 from pipelines.lib.errors import Unavailable
 from pipelines.lib.frames import arrow_frame
-from pipelines.lib.lake import locks, s3
-from pipelines.lib.lake.copies import LocalCopies
-from pipelines.lib.lake.datafiles import put
-from pipelines.lib.lake.s3 import storage_options
 from pipelines.lib.paths import DataHome
 from pipelines.lib.settings import lake_cache_bytes
+from pipelines.lib.storage.lake import locks, s3
+from pipelines.lib.storage.lake.copies import LocalCopies
+from pipelines.lib.storage.lake.datafiles import put
+from pipelines.lib.storage.lake.s3 import storage_options
 
 PART = "part-{}.parquet"
 COMMIT_WAIT_S = 600  # longest wait for another writer of the same day to commit
@@ -328,7 +328,7 @@ class Lake:
 
     def readable(self, uris: list[str]) -> list[str]:
         """Where to read the lake's data files ``uris`` from: on object storage with local copies, the copies
-        (pipelines/lib/lake/copies.py); else the URIs themselves."""
+        (pipelines/lib/storage/lake/copies.py); else the URIs themselves."""
         return list(uris) if self.copies is None else self.copies.readable(uris)
 
     def prune_cache(self) -> list[Path]:

@@ -24,12 +24,12 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from pipelines.lib.fit import fit_coefficients
+from pipelines.lib.analysis.fit import fit_coefficients
 from workload_model import defaults
 from workload_model.catalog import HardwareCatalog, ModelSpec, load_hardware, load_models
 from workload_model.model import DEFAULT, Coefficients, predict_frame
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 FIXTURE = ROOT / "tests" / "fixtures" / "mlperf_training_dlrm" / "mlperf_dlrm_runs.csv"
 EXAMPLES = ROOT / "examples" / "mlperf"
 ROUNDS = ("v0.7", "v1.0")
@@ -155,7 +155,7 @@ def fit(
     start: Coefficients = DEFAULT,
     names: tuple[str, ...] = FITTED,
 ) -> Coefficients:
-    """The shared coefficients ``names`` fitted on the rows (pipelines.lib.fit: least squares on log
+    """The shared coefficients ``names`` fitted on the rows (pipelines.lib.analysis.fit: least squares on log
     ratios within physical bounds)."""
     return fit_coefficients(rows, observed_eps, hw, start, names)
 

@@ -21,8 +21,9 @@ from typing import Any
 
 import polars as pl
 
-from pipelines.lib import fileio, lake
+from pipelines.lib import fileio
 from pipelines.lib.paths import PROJECT_ROOT, DataHome
+from pipelines.lib.storage import lake
 
 COMPLETE = "complete.json"
 

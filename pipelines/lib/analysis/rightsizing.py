@@ -21,9 +21,9 @@ import numpy as np
 import polars as pl
 import polars.selectors as cs
 
-from pipelines.lib import analytics
+from pipelines.lib.analysis import analytics
 from pipelines.lib.contracts import contract, resources
-from pipelines.lib.sqlfiles import sql_text
+from pipelines.lib.query.sqlfiles import sql_text
 from workload_model import fields
 from workload_model.catalog import HardwareCatalog, ModelSpec
 from workload_model.model import ROLES, UTIL_RESOURCES, predict_frame

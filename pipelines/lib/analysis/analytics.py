@@ -12,13 +12,13 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from pipelines.lib import lake
+from pipelines.lib.analysis.partials import PartialCache, part_id, partial_digest, runs_digest
 from pipelines.lib.contracts import contract, resources
-from pipelines.lib.lake.s3 import fsspec_fs
-from pipelines.lib.partials import PartialCache, part_id, partial_digest, runs_digest
 from pipelines.lib.paths import DataHome
+from pipelines.lib.query.sqlfiles import sql_text
 from pipelines.lib.settings import DEFAULT_LIMITS
-from pipelines.lib.sqlfiles import sql_text
+from pipelines.lib.storage import lake
+from pipelines.lib.storage.lake.s3 import fsspec_fs
 from workload_model.catalog import HardwareCatalog
 from workload_model.model import fit_frame
 

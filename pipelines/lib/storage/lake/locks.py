@@ -94,7 +94,7 @@ def _file_lock(folder: str, name: str, timeout_s: float) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _lease(lake, name: str, timeout_s: float, lease_s: float) -> Iterator[None]:
-    from pipelines.lib.lake.s3 import fsspec_fs
+    from pipelines.lib.storage.lake.s3 import fsspec_fs
 
     fs = fsspec_fs()
     bucket, _, prefix = lake.uri[5:].partition("/")

@@ -1,0 +1,1 @@
+"""Operations: checks of what users hand the product, the sensor's monitoring, alerts to operators."""
