@@ -11,8 +11,6 @@ from pipelines.lib.paths import PROJECT_ROOT
 PACKAGES = ("pipelines", "dashboards", "workload_model", "synthetic_fleet")
 LIMITS = {"module": 600, "class": 300, "function": 80}
 STILL_OVER = {
-    "module pipelines/lib/ingest/day.py": 931,
-    "class pipelines/lib/ingest/day.py:Day": 699,
     "function pipelines/orchestrate.py:_run_all": 114,
 }
 

@@ -280,10 +280,10 @@ def test_another_machine_reads_an_offered_slice_only_as_the_day_would(busy_day, 
     assert offered_slice(str(foreign), "r").startswith("refused: ")
     # a file of slice 0 changed since the day's machine listed it
     settled = split._load(slices[0].root / split.SETTLED)
-    changed = settled.files[slices[0].files[0]].lf.path
+    changed = settled.book.files[slices[0].files[0]].lf.path
     os.utime(changed, ns=(1, 1))
     assert offered_slice(str(tasks[0]), "r") == (
-        f"declined slice {slices[0].key} of day {DAY}: {settled.files[slices[0].files[0]].lf.relpath} "
+        f"declined slice {slices[0].key} of day {DAY}: {settled.book.files[slices[0].files[0]].lf.relpath} "
         "differs here or cannot be read"
     )
     # another version of the ingest code

@@ -17,35 +17,24 @@ import contextlib
 import datetime as dt
 import os
 import shutil
-import uuid
 from collections.abc import Iterable
 from pathlib import Path
 
-import numpy as np
 import polars as pl
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from pipelines.lib.contracts import ConformanceProfile, Contract, contract
 from pipelines.lib.fileio import full_disk
-from pipelines.lib.frames import arrow_frame
-from pipelines.lib.ingest import cross_row, dedupe
-from pipelines.lib.ingest.cross_row import FILE, ORDER, SAMPLE_KEY
-from pipelines.lib.ingest.day_state import METRICS, DayIngest, FileState, SamplePart
-from pipelines.lib.ingest.entries import (
-    TS_OUT,
-    FileEntry,
-    FileReject,
-    RejectLog,
-    ledger_frame,
-    quarantine_frame,
-    reject_frame,
-    row_rejects,
-)
+from pipelines.lib.ingest import dedupe
+from pipelines.lib.ingest.cross_row import FILE
+from pipelines.lib.ingest.day_derive import Derivation
+from pipelines.lib.ingest.day_runs import DayRuns, stage_checked
+from pipelines.lib.ingest.day_settle import settle_samples
+from pipelines.lib.ingest.day_staging import DayStaging
+from pipelines.lib.ingest.day_state import METRICS, DayIngest, FileState
+from pipelines.lib.ingest.entries import FileReject, reject_frame
+from pipelines.lib.ingest.file_book import FileBook
 from pipelines.lib.ingest.hashing import FileHasher, file_stamp
-from pipelines.lib.ingest.line_texts import finish_all_texts, finish_texts
-from pipelines.lib.ingest.prometheus.derive import derive_day, landing_runs
-from pipelines.lib.ingest.prometheus.mapping import load_mapping
+from pipelines.lib.ingest.line_texts import finish_texts
 from pipelines.lib.ingest.readers import FORMATS, Format, detect
 from pipelines.lib.ingest.readers.base import (
     ROW,
@@ -57,27 +46,16 @@ from pipelines.lib.ingest.readers.base import (
     Source,
     prefetched,
 )
-from pipelines.lib.ingest.staging import StagedParquet, new_staging
+from pipelines.lib.ingest.staging import new_staging
 from pipelines.lib.ingest.validation import validate_rows
 from pipelines.lib.ingest.volume import day_volume, run_samples, trailing_samples
 from pipelines.lib.paths import DataHome
 from pipelines.lib.settings import DEFAULT_LIMITS, IngestLimits
-from pipelines.lib.storage import lake
 from pipelines.lib.storage.landing import LandingFile, day_files
-from workload_model.catalog import load_hardware
 
 LANDING_TABLES = ("runs", "utilisation_samples")
 HEAD_BYTES = 64  # read from a file's start to recognise its format
-HASH_FIRST_BYTES = 8 << 20  # files up to this size are hashed before reading (a duplicate is never read)
 MAX_READS = 3  # a file that changes while it is read is read again, this many times at most
-DICTIONARY = ["run_id", "server_id", "role", "day"]  # dictionary-encode the repetitive columns only
-# Samples are the lake's bulk: snappy (Parquet's and DuckDB's default) costs a third of zstd's CPU for
-# ~1.3x the bytes; the small tables keep zstd.
-SAMPLES_PARQUET = {"compression": "snappy", "use_dictionary": DICTIONARY}
-METRICS_PARQUET = {
-    "compression": "snappy",
-    "use_dictionary": ["metric", "labels", "type", "day", "source_file"],
-}
 
 
 def table_for(name: str) -> str | None:
@@ -119,7 +97,9 @@ def table_of(lf: LandingFile, staging: Path) -> str | None:
 
 
 class Day:
-    """The state of one day's ingest while its files stream through."""
+    """One day's ingest while its files stream through: each file recognised, read in batches, its rows
+    validated and staged or quarantined. What it holds lives in its rooms: ``book`` (the files and their
+    ledger entries), ``runs``, ``staged`` (the staged files) and the Prometheus ``notes``."""
 
     def __init__(
         self,
@@ -130,67 +110,24 @@ class Day:
         now: dt.datetime,
         limits: IngestLimits = DEFAULT_LIMITS,
         prior: dedupe.Prior | None = None,
+        runs: DayRuns | None = None,
     ):
+        """``runs``: already settled (a slice of a split day reads against its day's runs)."""
         self.home, self.day, self.staging, self.now = home, day, staging, now
         self.limits = limits
         self.day_date = dt.date.fromisoformat(day)
         self.allowed = {"hardware_catalog": frozenset(platforms)}
         self.prior = prior if prior is not None else dedupe.read_prior(home, day)
         self.slices: list[dict] = []  # a split day's slices: which files, read by which process
-        self.seen: dict[str, tuple[str, int]] = {}  # BLAKE3 -> (first file today, its rows)
-        self.seen_sizes: set[int] = set()
-        self.files: list[FileState] = []
-        self.runs_parts: list[pl.DataFrame] = []
-        self.runs = pl.DataFrame()
-        self.windows = pl.DataFrame()
-        self.dup_runs: dict[str, str] = {}  # run_id -> the other day that holds it
-        self.prior_sample_hashes: set[int] = set()
-        self.staged: list[StagedParquet] = []  # every staged file's writer, stopped by abort()
-        self.samples = self._staged(
-            staging / "utilisation_samples.parquet",
-            contract("utilisation_samples").arrow_schema(),
-            **SAMPLES_PARQUET,
-        )
-        self.hashes = self._staged(
-            staging / "sample_keys.parquet", dedupe.HASH_SCHEMA, compression="none", use_dictionary=False
-        )
-        self.group_sizes: list[int] = []
-        self.extras = self._staged(staging / "extra_fields.parquet", contract("extra_fields").arrow_schema())
-        self.dead_samples: set[int] = set()  # staged row groups dropped (a file's fault or a fallback)
-        # samples staged before this state's own (a split day's slices); row groups count across them all
-        self.parts: list[SamplePart] = []
-        self.extra_parts: list[tuple[Path, int]] = []  # extra fields staged before (path, row groups)
-        self.sealed = False
-        self.metrics = self._staged(
-            staging / "metric_samples.parquet", contract(METRICS).arrow_schema(), **METRICS_PARQUET
-        )
-        self.dead_metrics: set[int] = set()
-        self.derived: dict[tuple[str, str], FileState] = {}  # (landing file, table) -> its derived rows
+        self.book = FileBook(self.day_date, now, limits, self.prior)
+        self.runs = runs if runs is not None else DayRuns()
+        self.staged = DayStaging(staging, self.day_date)
         self.notes: list[str] = []  # what the Prometheus derivation left out
-        self.dead_extras: set[int] = set()
-        self.profile = ConformanceProfile(contract("utilisation_samples"))
 
     # -- files
 
     def new_file(self, lf: LandingFile, order: int, table: str | None) -> FileState:
-        f = FileState(
-            lf=lf, order=order, entry=self._entry(lf, table), table=table, rejects=self._reject_log()
-        )
-        self.files.append(f)
-        return f
-
-    def _reject_log(self) -> RejectLog:
-        return RejectLog(self.limits.max_rejects_per_file, self.limits.raw_record_max_bytes)
-
-    def _entry(self, lf: LandingFile, table: str | None) -> FileEntry:
-        return FileEntry(
-            day=self.day_date,
-            source=lf.source,
-            source_file=lf.relpath,
-            size_bytes=lf.signature[1],
-            table_name=table,
-            ingested_at=self.now,
-        )
+        return self.book.add(lf, order, table)
 
     def file_problem(self, f: FileState, reason: str, message: str) -> None:
         """The whole file is quarantined: whatever was read of it is dropped, and it counts as unreadable
@@ -203,12 +140,10 @@ class Day:
     def drop_rows(self, f: FileState) -> None:
         """Forget everything read from ``f`` (its staged row groups are dropped at the end)."""
         f.accepted = 0
-        f.rejects = self._reject_log()
+        f.rejects = self.book.reject_log()
         f.run_extras = []
-        (self.dead_metrics if f.table == METRICS else self.dead_samples).update(f.row_groups)
-        self.dead_extras.update(f.extra_groups)
-        f.row_groups, f.extra_groups = [], []
-        self.runs_parts = [p for p in self.runs_parts if not p.height or p[ORDER][0] != f.order]
+        self.staged.drop(f)
+        self.runs.forget(f.order)
 
     def ingest_file(self, f: FileState) -> None:
         lf = f.lf
@@ -232,7 +167,7 @@ class Day:
             if file_stamp(lf.path) == stamp:
                 break
             self.drop_rows(f)
-            f.entry, f.info = self._entry(lf, f.table), FileInfo()
+            f.entry, f.info = self.book.entry(lf, f.table), FileInfo()
         else:
             self.file_problem(
                 f,
@@ -241,8 +176,7 @@ class Day:
                 "still writing it: deliver files whole (write to a hidden or temporary name, then rename)",
             )
         if f.entry.problem is None or f.entry.problem.reason_code != "file_duplicate":
-            self.seen.setdefault(f.entry.blake3, (lf.relpath, f.entry.rows_in))
-            self.seen_sizes.add(f.entry.size_bytes)
+            self.book.remember(f)
 
     def _read_once(self, f: FileState) -> None:
         lf = f.lf
@@ -259,7 +193,7 @@ class Day:
             return
         hasher = FileHasher(lf.path)
         f.hashed = True
-        if self.may_repeat(size):
+        if self.book.may_repeat(size):
             hasher.run()  # may be a duplicate: decide before reading a row
             if self._duplicate(f, hasher.hexdigest):
                 return
@@ -286,14 +220,10 @@ class Day:
         if f.entry.problem is None and f.entry.rows_in == 0:
             self.file_problem(f, "file_empty", f"{lf.relpath}: no data rows")
 
-    def may_repeat(self, size: int) -> bool:
-        """Could a file of this size repeat one already known? (Then it is hashed before it is read.)"""
-        return size <= HASH_FIRST_BYTES or size in self.prior.sizes or size in self.seen_sizes
-
     def _duplicate(self, f: FileState, digest: str) -> bool:
         f.entry.blake3 = digest
-        if digest in self.seen:
-            self.repeat_of(f, *self.seen[digest])
+        if digest in self.book.seen:
+            self.repeat_of(f, *self.book.seen[digest])
             return True
         if digest in self.prior.files:
             d, first = self.prior.files[digest]
@@ -374,462 +304,40 @@ class Day:
         if v.rejected.height:
             f.rejects.add(reject_frame(v.rejected, judge=not quoted))
         if c.name == METRICS:
-            self._write_metrics(f, v.accepted)
+            self.staged.write_metrics(f, v.accepted)
             return
         if c.name == "runs":
-            self.runs_parts.append(
-                v.accepted.with_columns(
-                    pl.lit(f.lf.relpath).alias(FILE), pl.lit(f.order, pl.Int32).alias(ORDER)
-                )
-            )
+            self.runs.add(v.accepted, f.lf.relpath, f.order)
             f.accepted += v.accepted.height
             if b.extras is not None and b.extras.height:
                 f.run_extras.append(b.extras.filter(~pl.col(ROW).is_in(dropped.implode())))
             return
-        crossed = self._write_samples(f, v.accepted, exact=b.exact)
+        crossed = stage_checked(f, v.accepted, self.runs, self.staged, exact=b.exact)
         if b.extras is not None and b.extras.height:
             gone = pl.concat([dropped, crossed]) if crossed.len() else dropped
-            self._stage_extras(f, b.extras.filter(~pl.col(ROW).is_in(gone.implode())))
+            self.staged.write_extras(f, b.extras.filter(~pl.col(ROW).is_in(gone.implode())))
 
-    # -- Prometheus samples (streamed; runs and utilisation samples are derived from them once all are read)
-
-    def _write_metrics(self, f: FileState, acc: pl.DataFrame) -> None:
-        if not acc.height:
-            return
-        c = contract(METRICS)
-        rows = acc.with_columns(
-            pl.lit(self.day_date).alias("day"),
-            pl.lit(f.lf.relpath).alias("source_file"),
-            pl.col(ROW).alias("row_number"),
-        ).select(c.column_names)
-        table = rows.to_arrow().cast(self.metrics.schema)
-        _text_guard(table, f.lf.relpath)
-        f.row_groups.append(self.metrics.write(table))
-        f.accepted += acc.height
-
-    # -- Prometheus: the day's samples settled, then runs and utilisation samples derived from them
-
-    def settle_metrics(self) -> Path | None:
-        """The staged Prometheus samples less dropped row groups and repeated samples (the same series at
-        the same time delivered again: the first delivery is kept, the others are duplicate_key)."""
-        path = self.metrics.close()
-        if path is None:
-            return None
-        if self.dead_metrics:
-            path = self._rewrite_metrics(path, None)
-            if path is None:
-                return None
-        order = {f.lf.relpath: f.order for f in self.files if f.derived_from is None}
-        repeats = dedupe.metric_repeats(path, order, self.staging / "spill", self.limits.duckdb_memory)
-        if not repeats.height:
-            return path
-        by_file = {f.lf.relpath: f for f in self.files if f.table == METRICS}
-        cols = [c.name for c in contract(METRICS).landing_columns]
-        for (rel,), part in repeats.group_by("source_file"):
-            f = by_file[rel]
-            rows = part.rename({"row_number": ROW})
-            message = pl.format(
-                "sample {}{} at {} was already delivered in {}; the first delivery is kept",
-                "metric",
-                "labels",
-                pl.col("ts").dt.to_string(TS_OUT),
-                "kept_in",
-            )
-            f.rejects.add(
-                reject_frame(row_rejects(rows, "duplicate_key", "ts", message, cols, from_lines=False))
-            )
-            f.accepted -= rows.height
-        return self._rewrite_metrics(path, repeats.select("source_file", "row_number"))
-
-    def _rewrite_metrics(self, src: Path, drop: pl.DataFrame | None) -> Path | None:
-        """The staged samples without dead row groups and the rows in ``drop`` (rare: faults, repeats)."""
-        out = self._staged(
-            self.staging / f"metric_samples.{uuid.uuid4().hex[:8]}.parquet",
-            self.metrics.schema,
-            **METRICS_PARQUET,
-        )
-        pf = pq.ParquetFile(src)
-        for rg in range(pf.num_row_groups):
-            if rg in self.dead_metrics:
-                continue
-            t = pf.read_row_group(rg)
-            if drop is not None and drop.height:
-                t = arrow_frame(t).join(drop, on=["source_file", "row_number"], how="anti").to_arrow()
-            if t.num_rows:
-                out.write(t.cast(self.metrics.schema))
-        self.dead_metrics = set()
-        src.unlink(missing_ok=True)
-        self.metrics = out
-        return out.close()
+    # -- settling
 
     def derive(self) -> None:
         """Runs and utilisation samples from the day's Prometheus samples (then the day's runs are settled,
         derived ones among them, and the derived samples validated and staged like any file's)."""
-        path = self.settle_metrics()
-        if path is None:
-            self.settle_runs()
-            return
-        hw = load_hardware(self.home.user_catalog_dir / "hardware.yaml")
-        mapping = load_mapping(self.home, frozenset(hw.platforms))
-        derived = derive_day(path, self.day, mapping, hw, self.staging, self.limits.duckdb_memory)
-        self.notes = derived.notes
-        self._derived_runs(landing_runs(derived))
-        self.settle_runs()
-        if derived.samples_path is not None:
-            self._derived_samples(derived.samples_path)
-        if derived.bad_readings_path is not None:
-            self._bad_readings(derived.bad_readings_path)
-
-    def _derived_for(self, rel: str, table: str) -> FileState:
-        """The rows of ``table`` derived from landing file ``rel``: quarantined under it, in no ledger row."""
-        key = (rel, table)
-        if key not in self.derived:
-            origin = next(f for f in self.files if f.lf.relpath == rel and f.derived_from is None)
-            pseudo = FileState(
-                lf=origin.lf,
-                order=len(self.files),
-                entry=self._entry(origin.lf, table),
-                table=table,
-                derived_from=origin,
-                rejects=self._reject_log(),
-            )
-            self.files.append(pseudo)
-            self.derived[key] = pseudo
-        return self.derived[key]
-
-    def _derived_rejects(self, f: FileState, rejected: pl.DataFrame) -> None:
-        f.rejects.add(
-            reject_frame(
-                rejected.with_columns(
-                    pl.concat_str(pl.lit("derived from Prometheus samples: "), "message").alias("message")
-                )
-            )
-        )
-
-    def _derived_runs(self, runs: pl.DataFrame) -> None:
-        c = contract("runs")
-        for (rel,), part in runs.group_by("anchor_file", maintain_order=True):
-            f = self._derived_for(rel, "runs")
-            v = validate_rows(
-                part.rename({"anchor_row": ROW}).drop("anchor_file"), c, carry=(ROW,), allowed=self.allowed
-            )
-            if v.rejected.height:
-                self._derived_rejects(f, v.rejected)
-            self.runs_parts.append(
-                v.accepted.with_columns(pl.lit(rel).alias(FILE), pl.lit(f.order, pl.Int32).alias(ORDER))
-            )
-            f.accepted += v.accepted.height
-
-    def _derived_samples(self, path: Path) -> None:
-        c = contract("utilisation_samples")
-        names = [x.name for x in c.landing_columns]
-        pf = pq.ParquetFile(path)
-        for rg in range(pf.num_row_groups):
-            batch = arrow_frame(pf.read_row_group(rg, columns=[*names, "anchor_file", "anchor_row"]))
-            for (rel,), part in batch.group_by("anchor_file", maintain_order=True):
-                f = self._derived_for(rel, "utilisation_samples")
-                v = validate_rows(
-                    part.rename({"anchor_row": ROW}).drop("anchor_file"),
-                    c,
-                    carry=(ROW,),
-                    allowed=self.allowed,
-                )
-                if v.rejected.height:
-                    self._derived_rejects(f, v.rejected)
-                self._write_samples(f, v.accepted, exact=True)
-
-    def _bad_readings(self, path: Path) -> None:
-        """Quarantine the readings no derived sample could use, under their own lines."""
-        pf = pq.ParquetFile(path)
-        for rg in range(pf.num_row_groups):
-            batch = arrow_frame(pf.read_row_group(rg)).rename({"row_number": ROW})
-            for (rel,), part in batch.group_by("source_file", maintain_order=True):
-                self._derived_rejects(self._derived_for(rel, "utilisation_samples"), part)
-
-    # -- samples (streamed)
-
-    def _write_samples(self, f: FileState, acc: pl.DataFrame, *, exact: bool) -> pl.Series:
-        """Write the accepted samples of a batch, less those a cross-row rule rejects; their rows."""
-        none = pl.Series(ROW, [], pl.Int64)
-        if not acc.height:
-            return none
-        crossed = none
-        suspects = cross_row.suspects(acc, self.windows)
-        if suspects is not None and suspects.any():
-            rej = cross_row.sample_rejects(
-                acc.filter(suspects),
-                self.windows,
-                self.dup_runs,
-                self.prior_sample_hashes,
-                from_lines=f.from_lines,
-            )
-            if rej.height:
-                f.rejects.add(reject_frame(rej, fill=f.from_lines, judge=not exact))
-                crossed = rej[ROW]
-                acc = acc.filter(~pl.col(ROW).is_in(crossed.implode()))  # delivery order kept
-        self._write_accepted(f, acc)
-        return crossed
-
-    def _write_accepted(self, f: FileState, acc: pl.DataFrame) -> None:
-        if not acc.height:
-            return
-        c = contract("utilisation_samples")
-        rows = acc.select(
-            [pl.lit(self.day_date).alias("day") if x == "day" else pl.col(x) for x in c.column_names]
-        )
-        table = rows.to_arrow().cast(self.samples.schema)  # types are the contract's by construction
-        _text_guard(table, f.lf.relpath)
-        self.profile.update(rows)
-        f.row_groups.append(self.samples.write(table))
-        self.group_sizes.append(acc.height)
-        f.accepted += acc.height
-        self.hashes.write(dedupe.key_hashes(acc, ROW))
-
-    def _stage_extras(self, f: FileState, extras: pl.DataFrame) -> None:
-        if not extras.height:
-            return
-        rows = extras.select(
-            pl.lit(self.day_date).alias("day"),
-            pl.lit(f.lf.relpath).alias("source_file"),
-            pl.col(ROW).alias("row_number"),
-            pl.lit(f.entry.table_name).alias("table_name"),
-            "fields",
-        ).sort("row_number")
-        try:
-            table = lake.to_arrow(rows, "extra_fields")
-        except pa.ArrowInvalid as exc:
-            raise FileProblem("file_bad_encoding", f"{f.lf.relpath}: text that is not UTF-8 ({exc})") from exc
-        f.extra_groups.append(self.extras.write(table))
-
-    # -- runs (small: in memory)
-
-    def settle_runs(self) -> None:
-        """Duplicate run ids (first delivery wins, across files and days); then the runs' time windows."""
-        c = contract("runs")
-        names = [x.name for x in c.landing_columns]
-        if self.runs_parts:
-            runs = pl.concat(self.runs_parts, how="vertical_relaxed")
-        else:
-            runs = (
-                c.empty_frame()
-                .select(names)
-                .with_columns(
-                    pl.lit(None, pl.String).alias(FILE),
-                    pl.lit(None, pl.Int64).alias(ROW),
-                    pl.lit(None, pl.Int32).alias(ORDER),
-                )
-            )
-        from_lines = {f.order for f in self.files if f.from_lines}
-        self.runs, rejects, self.dup_runs = cross_row.settle_runs(runs, self.prior.runs, from_lines)
-        by_order = {f.order: f for f in self.files}
-        touched = []
-        for (order,), part in rejects.group_by(ORDER):
-            f = by_order[order]
-            f.rejects.add(reject_frame(part.drop(ORDER), fill=f.from_lines))
-            touched.append(f)
-        for f in self.files:
-            if f.entry.table_name == "runs" and f.entry.problem is None:
-                f.accepted = int((self.runs[ORDER] == f.order).sum())
-        finish_all_texts(touched, self.allowed, self.limits.raw_record_max_bytes)
-        self.windows = cross_row.windows(self.runs)
-        self.prior_sample_hashes = dedupe.prior_sample_hashes(self.home, self.dup_runs)
+        d = Derivation(self.home, self.day, self.limits, self.allowed, self.book, self.runs, self.staged)
+        self.notes = d.run()
 
     def stage_run_extras(self) -> None:
-        kept = self.runs.select(ORDER, ROW)
-        for f in self.files:
-            if f.entry.table_name == "runs" and f.run_extras:
-                extras = pl.concat(f.run_extras)
-                keep = kept.filter(pl.col(ORDER) == f.order)[ROW]
-                f.run_extras = []
-                self._stage_extras(f, extras.filter(pl.col(ROW).is_in(keep.implode())))
-
-    # -- uniqueness of samples over the whole day
-
-    def seal(self) -> None:
-        """Close the staged writers; what they wrote becomes this state's last part (once: a state is
-        sealed before it travels to another worker, and a merged day is sealed when its samples settle)."""
-        if self.sealed:
-            return
-        self.sealed = True
-        samples, hashes = self.samples.close(), self.hashes.close()
-        if samples is not None:
-            if hashes is None:  # a key hash is staged with every sample
-                raise RuntimeError(f"{self.day}: staged samples without their key hashes")
-            self.parts.append(
-                SamplePart(samples, hashes, list(self.group_sizes), dict(self.profile.problems))
-            )
-        extras = self.extras.close()
-        if extras is not None:
-            self.extra_parts.append((extras, self.extras.groups))
+        for f, extras in self.runs.kept_extras(self.book.files):
+            self.staged.write_extras(f, extras)
 
     def settle_samples(self) -> int:
-        """Reject repeated sample keys (first delivery wins, whichever part holds them); returns rows whose
-        key still repeats in what will be written (the unique_key check: 0 unless ingest has a bug)."""
-        self.seal()
-        if not self.parts:
-            self._rewrite_extras(self.dead_extras, {})
-            return 0
-        sizes = [n for p in self.parts for n in p.group_sizes]
-        starts = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
-        clash = dedupe.key_clashes([p.hashes for p in self.parts], self.dead_samples)
-        drop: dict[int, list[int]] = {}
-        dropped_rows: dict[str, list[int]] = {}
-        remaining = 0
-        if clash.height:
-            group = np.searchsorted(starts, clash["pos"].to_numpy(), side="right") - 1
-            # (a Prometheus file's row groups are the staged metric samples': not these)
-            owner = {g: f for f in self.files if f.table != METRICS for g in f.row_groups}
-            owners = [owner[g] for g in group.tolist()]
-            # delivery order: the samples derived from Prometheus first, then the files in landing order
-            clash = clash.with_columns(
-                pl.Series("rg", group, dtype=pl.Int64),
-                pl.Series("off", clash["pos"].to_numpy() - starts[group], dtype=pl.Int64),
-                pl.Series("ord", [f.order for f in owners], dtype=pl.Int32),
-                pl.Series("rank", [-1 if f.derived_from else f.order for f in owners], dtype=pl.Int32),
-            )
-            exact = dedupe.exact_duplicates(self._groups(), clash)
-            by_order = {f.order: f for f in self.files}
-            names = {g.order: g.lf.relpath for g in self.files}
-            touched = []
-            for (order,), part in exact.filter(pl.col("repeat")).group_by("ord"):
-                f = by_order[order]
-                q = part.select(
-                    pl.col("row").alias(ROW),
-                    pl.lit("duplicate_key").alias("reason_code"),
-                    pl.lit("ts").alias("field"),
-                    pl.format(
-                        "sample ({}, {}, {}) was already delivered in {}; the first delivery is kept",
-                        "run_id",
-                        "server_id",
-                        pl.col("ts").dt.to_string(TS_OUT),
-                        pl.col("kept_in_order").replace_strict(names, return_dtype=pl.String),
-                    ).alias("message"),
-                    pl.lit(None, pl.String).alias("raw_record") if f.from_lines else pl.col("raw_record"),
-                )
-                f.rejects.add(reject_frame(q, fill=f.from_lines))
-                f.accepted -= q.height
-                touched.append(f)
-                dropped_rows[f.lf.relpath] = q[ROW].to_list()
-                for rg, off in part.select("rg", "off").iter_rows():
-                    drop.setdefault(rg, []).append(off)
-            kept = exact.filter(~pl.col("repeat"))
-            remaining = kept.height - kept.select(pl.struct(SAMPLE_KEY).n_unique()).item()
-            finish_all_texts(
-                sorted(touched, key=lambda f: f.order), self.allowed, self.limits.raw_record_max_bytes
-            )
-        if self.dead_samples or drop:
-            self._rewrite_samples(drop)
-        self._rewrite_extras(self.dead_extras, dropped_rows)
-        return remaining
+        """Repeated sample keys quarantined over the whole day; rows whose key still repeats (0)."""
+        return settle_samples(self.staged, self.book.files, self.allowed, self.limits.raw_record_max_bytes)
 
-    def _groups(self) -> list[tuple[Path, int]]:
-        """Every staged row group of samples, across parts: (its file, its index there)."""
-        return [(p.samples, g) for p in self.parts for g in range(len(p.group_sizes))]
-
-    def _rewrite_samples(self, drop: dict[int, list[int]]) -> None:
-        """Rewrite the parts that hold dead row groups or dropped rows without them (rare: faults,
-        duplicates); the other parts stay as they are."""
-        kept: list[SamplePart] = []
-        first = 0
-        for part in self.parts:
-            mine = range(first, first + len(part.group_sizes))
-            first += len(part.group_sizes)
-            if not any(g in self.dead_samples or g in drop for g in mine):
-                kept.append(part)
-                continue
-            out = self._staged(
-                part.samples.with_suffix(".kept.parquet"), self.samples.schema, **SAMPLES_PARQUET
-            )
-            profile = ConformanceProfile(contract("utilisation_samples"))
-            pf = pq.ParquetFile(part.samples)
-            sizes = []
-            for g, rg in zip(mine, range(pf.num_row_groups), strict=True):
-                if g in self.dead_samples:
-                    continue
-                t = pf.read_row_group(rg)
-                if g in drop:
-                    keep = np.ones(t.num_rows, dtype=bool)
-                    keep[drop[g]] = False
-                    t = t.filter(pa.array(keep))
-                if t.num_rows:
-                    profile.update(arrow_frame(t))
-                    out.write(t)
-                    sizes.append(t.num_rows)
-            out.close()
-            part.samples.unlink(missing_ok=True)
-            if out.groups:
-                kept.append(SamplePart(out.path, part.hashes, sizes, profile.problems))
-            else:
-                out.path.unlink(missing_ok=True)
-        self.parts = kept
-
-    def _rewrite_extras(self, dead: set[int], dropped_rows: dict[str, list[int]]) -> None:
-        """The staged extra fields as one file, less dead row groups and rows dropped as duplicates (rare)."""
-        self.seal()
-        if len(self.extra_parts) <= 1 and not (dead or dropped_rows):
-            return
-        out = self._staged(self.staging / "extra_fields.kept.parquet", self.extras.schema)
-        gone = pl.DataFrame(
-            {
-                "source_file": [k for k, v in dropped_rows.items() for _ in v],
-                "row_number": pl.Series([r for v in dropped_rows.values() for r in v], dtype=pl.Int64),
-            }
-        )
-        first = 0
-        for path, groups in self.extra_parts:
-            pf = pq.ParquetFile(path)
-            for rg in range(pf.num_row_groups):
-                if first + rg in dead:
-                    continue
-                t = arrow_frame(pf.read_row_group(rg)).join(
-                    gone, on=["source_file", "row_number"], how="anti"
-                )
-                if t.height:
-                    out.write(t.to_arrow().cast(self.extras.schema))
-            first += groups
-            path.unlink(missing_ok=True)
-        out.close()
-        self.extra_parts = [(out.path, out.groups)] if out.groups else []
-
-    def extras_written(self) -> tuple[Path | None, int]:
-        """The staged extra fields once settled: (file, rows)."""
-        if not self.extra_parts:
-            return None, 0
-        path = self.extra_parts[0][0]
-        return path, pq.ParquetFile(path).metadata.num_rows
-
-    def _staged(self, path: Path, schema: pa.Schema, **options) -> StagedParquet:
-        staged = StagedParquet(path, schema, **options)
-        self.staged.append(staged)
-        return staged
+    def seal(self) -> None:
+        self.staged.seal()
 
     def abort(self) -> None:
-        """Stop every staged file's writer (after a failure), so that no open file keeps its space."""
-        for staged in self.staged:
-            staged.abort()
-
-    # -- the results
-
-    def quarantine(self) -> pl.DataFrame:
-        return quarantine_frame(
-            [(f.entry, None if f.entry.problem else f.rejects.entries(f.lf.relpath)) for f in self.files]
-        )
-
-    def ledger(self) -> pl.DataFrame:
-        return ledger_frame([(f.entry, *f.counts()) for f in self.files if f.derived_from is None])
-
-
-def _text_guard(table: pa.Table, rel: str) -> None:
-    """The lake never holds text that is not UTF-8, whatever a reader let through."""
-    for name, col in zip(table.column_names, table.columns, strict=True):
-        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
-            try:
-                col.validate(full=True)
-            except pa.ArrowInvalid as exc:
-                raise FileProblem(
-                    "file_bad_encoding",
-                    f"{rel}: '{name}' holds text that is not UTF-8 ({exc}); re-export it as UTF-8",
-                ) from exc
+        self.staged.abort()
 
 
 def ingest_day(
@@ -890,34 +398,35 @@ def day_result(state: Day, files: list[LandingFile]) -> DayIngest:
     typed, volume measured."""
     home, day = state.home, state.day
     duplicated = state.settle_samples()
-    extras_path, extras_rows = state.extras_written()
+    staged = state.staged
+    extras_path, extras_rows = staged.extras_written()
     runs = contract("runs").conform(
-        state.runs.with_columns(
+        state.runs.runs.with_columns(
             pl.lit(state.day_date).alias("day"), pl.col(FILE).str.split("/").list.first().alias("source")
         ).sort("run_id")
     )
-    samples = [p.samples for p in state.parts]
+    samples = [p.samples for p in staged.parts]
     profile = ConformanceProfile(contract("utilisation_samples"))
-    for p in state.parts:
+    for p in staged.parts:
         for key, problem in p.problems.items():
             profile.problems.setdefault(key, problem)
-    metrics_path = state.metrics.close()
+    metrics_path = staged.metrics.close()
     volume = day_volume(day, run_samples(runs, samples), trailing_samples(home, day))
     return DayIngest(
         day=day,
         staging=state.staging,
         runs=runs,
-        quarantine=state.quarantine(),
-        ingest_ledger=state.ledger(),
+        quarantine=state.book.quarantine(),
+        ingest_ledger=state.book.ledger(),
         samples_paths=samples,
-        samples_rows=sum(sum(p.group_sizes) for p in state.parts),
+        samples_rows=sum(sum(p.group_sizes) for p in staged.parts),
         samples_violations=profile.violations(),
         samples_duplicated=duplicated,
         extra_fields_path=extras_path,
         extra_fields_rows=extras_rows,
         sample_volume=volume,
         metric_samples_path=metrics_path,
-        metric_samples_rows=state.metrics.rows,
+        metric_samples_rows=staged.metrics.rows,
         notes=state.notes,
         slices=state.slices,
         landing_files=frozenset(lf.relpath for lf in files),

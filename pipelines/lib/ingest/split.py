@@ -41,7 +41,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import blake3
-import polars as pl
 from filelock import FileLock
 from filelock import Timeout as LockHeld
 
@@ -173,21 +172,20 @@ def ingest_slice(home: DataHome, piece: Slice, who: str = "", folder: str | None
         settled.now,
         settled.limits,
         prior=settled.prior,
+        runs=settled.runs,
     )
-    state.runs, state.windows = settled.runs, settled.windows
-    state.dup_runs, state.prior_sample_hashes = settled.dup_runs, settled.prior_sample_hashes
-    state.seen, state.seen_sizes = dict(settled.seen), set(settled.seen_sizes)
+    state.book.seen, state.book.seen_sizes = dict(settled.book.seen), set(settled.book.seen_sizes)
     try:
         for i in piece.files:
-            mine = settled.files[i]
+            mine = settled.book.files[i]
             state.ingest_file(state.new_file(mine.lf, mine.order, mine.table))
         state.seal()
     except BaseException:
         state.abort()
         raise
-    for part in state.parts:  # the day's analyses take these instead of scanning the part again
-        store_partials(home, piece.day, part.samples, settled.runs, settled.limits.quantile_values)
-    state.runs = state.windows = pl.DataFrame()  # the merge has them from the settled state
+    for part in state.staged.parts:  # the day's analyses take these instead of scanning the part again
+        store_partials(home, piece.day, part.samples, settled.runs.runs, settled.limits.quantile_values)
+    state.runs.drop_frames()  # the merge has them from the settled state
     state.slices = [
         {"slice": piece.key, "files": len(piece.files), "size_bytes": piece.size_bytes, "read_by": who}
     ]
@@ -401,7 +399,7 @@ def _files_differ(piece: Slice) -> str | None:
     """The first of the slice's files that this machine sees otherwise than the day's machine did."""
     settled: Day = _load(piece.root / SETTLED)
     for i in piece.files:
-        lf = settled.files[i].lf
+        lf = settled.book.files[i].lf
         try:
             st = lf.path.stat()
         except OSError:
@@ -430,7 +428,7 @@ def _error_log(piece: Slice) -> Path:
 
 def _failure(piece: Slice, detail: str, how: str) -> str:
     settled: Day = _load(piece.root / SETTLED)
-    names = [settled.files[i].lf.relpath for i in piece.files]
+    names = [settled.book.files[i].lf.relpath for i in piece.files]
     shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
     lines = detail.strip().splitlines()[-SLICE_ERROR_LINES:]
     return (
@@ -445,26 +443,27 @@ def merge_day(home: DataHome, root: Path, parts: list[Path]) -> DayIngest:
     gives it. Row groups count across the settled state's staged samples, then each slice's."""
     state: Day = _load(root / SETTLED)
     state.home = home
-    samples_groups = sum(len(p.group_sizes) for p in state.parts)
-    extras_groups = sum(n for _, n in state.extra_parts)
-    position = {f.order: k for k, f in enumerate(state.files)}
+    staged, files = state.staged, state.book.files
+    samples_groups = sum(len(p.group_sizes) for p in staged.parts)
+    extras_groups = sum(n for _, n in staged.extra_parts)
+    position = {f.order: k for k, f in enumerate(files)}
     sliced: list[FileState] = []
     for path in parts:
         piece: Day = _load(path)
-        for f in piece.files:
+        for f in piece.book.files:
             f.row_groups = [g + samples_groups for g in f.row_groups]
             f.extra_groups = [g + extras_groups for g in f.extra_groups]
-            state.files[position[f.order]] = f
+            files[position[f.order]] = f
             sliced.append(f)
         state.slices += piece.slices
-        state.dead_samples |= {g + samples_groups for g in piece.dead_samples}
-        state.dead_extras |= {g + extras_groups for g in piece.dead_extras}
-        state.parts += piece.parts
-        state.extra_parts += piece.extra_parts
-        samples_groups += sum(len(p.group_sizes) for p in piece.parts)
-        extras_groups += sum(n for _, n in piece.extra_parts)
+        staged.dead_samples |= {g + samples_groups for g in piece.staged.dead_samples}
+        staged.dead_extras |= {g + extras_groups for g in piece.staged.dead_extras}
+        staged.parts += piece.staged.parts
+        staged.extra_parts += piece.staged.extra_parts
+        samples_groups += sum(len(p.group_sizes) for p in piece.staged.parts)
+        extras_groups += sum(n for _, n in piece.staged.extra_parts)
     _first_deliveries(state, sliced)
-    return day_result(state, [f.lf for f in state.files if f.derived_from is None])
+    return day_result(state, [f.lf for f in files if f.derived_from is None])
 
 
 def _first_deliveries(state: Day, sliced: list[FileState]) -> None:
@@ -475,18 +474,18 @@ def _first_deliveries(state: Day, sliced: list[FileState]) -> None:
         if f.lf.problem or f.entry.table_name is None:
             continue  # refused before it was opened: never compared
         digest, size = f.entry.blake3, f.entry.size_bytes
-        if f.hashed and state.may_repeat(size) and digest in state.seen:
-            f.entry = state._entry(f.lf, f.table)
+        book = state.book
+        if f.hashed and book.may_repeat(size) and digest in book.seen:
+            f.entry = book.entry(f.lf, f.table)
             f.entry.blake3, f.entry.size_bytes = digest, size
             f.info, f.fmt, f.src = FileInfo(), None, None
-            state.repeat_of(f, *state.seen[digest])
+            state.repeat_of(f, *book.seen[digest])
         if f.entry.problem is None or f.entry.problem.reason_code != "file_duplicate":
-            state.seen.setdefault(digest, (f.lf.relpath, f.entry.rows_in))
-            state.seen_sizes.add(size)
+            book.remember(f)
 
 
 def _save(state: Day, path: Path) -> None:
-    state.staged = []  # closed writers: nothing left to stop
+    state.staged.writers = []  # closed writers: nothing left to stop
     tmp = path.with_suffix(".tmp")
     with open(tmp, "wb") as fh:
         pickle.dump(state, fh, protocol=pickle.HIGHEST_PROTOCOL)
