@@ -234,59 +234,20 @@ def _run_all(
     and publishing run."""
     start = time.perf_counter()
     instance = instance or ensure_instance(home)
-    dead = fail_dead_runs(instance)
-    if dead:
-        progress(f"  marked {len(dead)} run(s) of a killed earlier process failed: {', '.join(dead)}")
-    days, early = split_complete(days)
-    if early:
-        progress(
-            f"  skipped {', '.join(early)}: not over yet (UTC), so not a day partition yet; run it tomorrow"
-        )
-    added = add_partitions(instance, days)
-    if added:
-        progress(f"  added {len(added)} landed day(s) as partitions ({added[0]} .. {added[-1]})")
+    dead, days = _open(instance, days, progress)
     job, daily, merged = nightly_graph()
     tags = {"fleet/trigger": "cli", WORKER_TAG: this_worker()}
     inputs = day_inputs(home, days)
-    unchanged = {} if force else _unchanged(home, instance, inputs)
-    todo = [d for d in days if d not in unchanged]
-    # unchanged days whose quarantine refers to deliveries of a day read again: read again after it, one
-    # at a time (each must see what the one before it kept)
-    after = {d: on for d, on in dependent_days(home, todo).items() if d in unchanged}
-    for day in after:
-        del unchanged[day]
-    first, todo = todo, todo + sorted(after)
-    run_ids: list[str] = []
-    failed_checks: dict[str, list[str]] = {}
-    for day, run_id in unchanged.items():
-        progress(
-            f"  [-] {day}: unchanged (landing files, code and catalogs as for run {run_id[:8]}); "
-            "skipped (--force redoes it)"
-        )
-    for day, on in sorted(after.items()):
-        progress(f"  [~] {day}: unchanged, but {dependent_note(on)}")
-    finished: dict[str, tuple[str, float, list[str]]] = {}
-
-    def done(day: str, run_id: str, seconds: float, failed: list[str]) -> None:
-        """Record a day's run; print the days in date order as they become complete."""
-        finished[day] = (run_id, seconds, failed)
-        while len(run_ids) < len(todo) and todo[len(run_ids)] in finished:
-            d = todo[len(run_ids)]
-            rid, secs, bad = finished[d]
-            run_ids.append(rid)
-            progress(f"  [{len(run_ids)}/{len(todo)}] {d}: raw -> core -> out partials ({secs:.1f} s)")
-            for check in bad:
-                progress(f"      check did not pass: {check}")
-            if bad:
-                failed_checks[d] = bad
+    first, after, unchanged = _plan(home, instance, days, inputs, force, progress)
+    log = _DayLog(first + sorted(after), progress)
 
     def day_tags(day: str) -> dict[str, str]:
         return {**tags, DAY_INPUTS: inputs[day]}
 
     for wave in [first, *([d] for d in sorted(after))]:
-        _run_wave(home, instance, wave, day_tags, settings, workers, done, progress)
+        _run_wave(home, instance, wave, day_tags, settings, workers, log.done, progress)
     merge_key = _merge_inputs(home)
-    before = None if force or todo else _done_before(instance, MERGE_INPUTS, merge_key)
+    before = None if force or log.todo else _done_before(instance, MERGE_INPUTS, merge_key)
     if before:
         progress(
             f"  nothing changed since run {before[:8]}: the merged analyses, the analyst catalog and the "
@@ -315,16 +276,84 @@ def _run_all(
             run_config=run_config(home, settings.ingest),
             run_id=run_id,
         )
-    run_ids.append(res.run_id)
+    log.run_ids.append(res.run_id)
     progress(f"  merged analyses, analyst catalog, report ({time.perf_counter() - t:.1f} s)")
     return PipelineRun(
-        days=todo,
+        days=log.todo,
         seconds=time.perf_counter() - start,
-        run_ids=run_ids,
+        run_ids=log.run_ids,
         dead_runs_failed=dead,
-        failed_checks=dict(sorted(failed_checks.items())),
+        failed_checks=dict(sorted(log.failed_checks.items())),
         unchanged=unchanged,
     )
+
+
+def _open(
+    instance: dg.DagsterInstance, days: Sequence[str], progress: Callable[[str], None]
+) -> tuple[list[str], list[str]]:
+    """Runs a killed earlier process left are marked failed, the days that are over added as partitions:
+    (the dead runs, the days to run)."""
+    dead = fail_dead_runs(instance)
+    if dead:
+        progress(f"  marked {len(dead)} run(s) of a killed earlier process failed: {', '.join(dead)}")
+    complete, early = split_complete(days)
+    if early:
+        progress(
+            f"  skipped {', '.join(early)}: not over yet (UTC), so not a day partition yet; run it tomorrow"
+        )
+    added = add_partitions(instance, complete)
+    if added:
+        progress(f"  added {len(added)} landed day(s) as partitions ({added[0]} .. {added[-1]})")
+    return dead, complete
+
+
+def _plan(
+    home: DataHome,
+    instance: dg.DagsterInstance,
+    days: list[str],
+    inputs: dict[str, str],
+    force: bool,
+    progress: Callable[[str], None],
+) -> tuple[list[str], dict[str, list[str]], dict[str, str]]:
+    """(the days to run together, the unchanged days to read again after them, the unchanged days)."""
+    unchanged = {} if force else _unchanged(home, instance, inputs)
+    todo = [d for d in days if d not in unchanged]
+    # unchanged days whose quarantine refers to deliveries of a day read again: read again after it, one
+    # at a time (each must see what the one before it kept)
+    after = {d: on for d, on in dependent_days(home, todo).items() if d in unchanged}
+    for day in after:
+        del unchanged[day]
+    for day, run_id in unchanged.items():
+        progress(
+            f"  [-] {day}: unchanged (landing files, code and catalogs as for run {run_id[:8]}); "
+            "skipped (--force redoes it)"
+        )
+    for day, on in sorted(after.items()):
+        progress(f"  [~] {day}: unchanged, but {dependent_note(on)}")
+    return todo, after, unchanged
+
+
+class _DayLog:
+    """The days' runs as they finish, printed in date order as they become complete."""
+
+    def __init__(self, todo: list[str], progress: Callable[[str], None]):
+        self.todo, self.progress = todo, progress
+        self.run_ids: list[str] = []
+        self.failed_checks: dict[str, list[str]] = {}
+        self.finished: dict[str, tuple[str, float, list[str]]] = {}
+
+    def done(self, day: str, run_id: str, seconds: float, failed: list[str]) -> None:
+        self.finished[day] = (run_id, seconds, failed)
+        todo, run_ids = self.todo, self.run_ids
+        while len(run_ids) < len(todo) and todo[len(run_ids)] in self.finished:
+            d = todo[len(run_ids)]
+            rid, secs, bad = self.finished[d]
+            run_ids.append(rid)
+            self.progress(f"  [{len(run_ids)}/{len(todo)}] {d}: raw -> core -> out partials ({secs:.1f} s)")
+            for check in bad:
+                self.progress(f"      check did not pass: {check}")
+            if bad:
+                self.failed_checks[d] = bad
 
 
 def _run_wave(
