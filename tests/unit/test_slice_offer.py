@@ -28,7 +28,7 @@ def test_a_broker_that_fails_is_a_warning_without_its_password(monkeypatch, tmp_
     logger = logging.getLogger("pipelines.workers")
     logger.addHandler(kept)
     try:
-        offer([tmp_path / "slice-0.task.pickle"])
+        offer([tmp_path / "slice-0.task.json"])
     finally:
         logger.removeHandler(kept)
     (record,) = kept.records

@@ -7,8 +7,8 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import gzip
+import json
 import os
-import pickle
 import shutil
 import socket
 import subprocess
@@ -23,7 +23,7 @@ from pipelines.lib.analysis import analytics
 from pipelines.lib.analysis.analytics import LakeFiles
 from pipelines.lib.analysis.partials import part_id
 from pipelines.lib.contracts import contract
-from pipelines.lib.ingest import ingest_day, split
+from pipelines.lib.ingest import day_handoff, ingest_day, split
 from pipelines.lib.ingest.split import (
     Slice,
     SliceFailed,
@@ -195,7 +195,7 @@ def test_slices_offered_elsewhere_are_read_once_by_whoever_claims_them(busy_day,
     assert merged.ingest_ledger.equals(whole.ingest_ledger) and merged.samples_rows == whole.samples_rows
     merged.discard()
     whole.discard()
-    late = offered_slice(str(slices[0].root / "slice-0.task.pickle"), "late")
+    late = offered_slice(str(slices[0].root / "slice-0.task.json"), "late")
     assert late == "nothing to do: its day is over"
 
 
@@ -273,13 +273,13 @@ def test_another_machine_reads_an_offered_slice_only_as_the_day_would(busy_day, 
     slices = settle_day(busy_day, DAY, hw.platforms, limits, now=NOW)
     tasks = []
     for piece in slices[:3]:
-        tasks.append(piece.root / f"slice-{piece.index}.task.pickle")
-        tasks[-1].write_bytes(pickle.dumps((busy_day, piece)))
-    foreign = tmp_path / "slice-0.task.pickle"
+        tasks.append(piece.root / f"slice-{piece.index}.task.json")
+        day_handoff.save_task(tasks[-1], busy_day, piece)
+    foreign = tmp_path / "slice-0.task.json"
     foreign.write_bytes(tasks[0].read_bytes())
     assert offered_slice(str(foreign), "r").startswith("refused: ")
     # a file of slice 0 changed since the day's machine listed it
-    settled = split._load(slices[0].root / split.SETTLED)
+    settled = day_handoff.load_settled(busy_day, slices[0].root / split.SETTLED)
     changed = settled.book.files[slices[0].files[0]].lf.path
     os.utime(changed, ns=(1, 1))
     assert offered_slice(str(tasks[0]), "r") == (
@@ -287,7 +287,7 @@ def test_another_machine_reads_an_offered_slice_only_as_the_day_would(busy_day, 
         "differs here or cannot be read"
     )
     # another version of the ingest code
-    tasks[1].write_bytes(pickle.dumps((busy_day, dataclasses.replace(slices[1], code="0" * 16))))
+    day_handoff.save_task(tasks[1], busy_day, dataclasses.replace(slices[1], code="0" * 16))
     assert "the ingest code here differs from the day's" in offered_slice(str(tasks[1]), "r")
     # a failure here is left to the day's machine: no claim kept, nothing written for the day to fail on
     (slices[2].root / "slice-2.lock").mkdir()
@@ -300,6 +300,41 @@ def test_another_machine_reads_an_offered_slice_only_as_the_day_would(busy_day, 
 
 def test_slice_keys_name_their_source(tmp_path):
     assert Slice(DAY, tmp_path, 7, (1, 2), "team a/b", 10).key == "s007_team_a_b"
+
+
+def test_states_cross_processes_as_plain_versioned_data(busy_day, hw):
+    """The settled day and a read slice are JSON manifests with Parquet beside them: what is read back is
+    written again unchanged, no pickle is left in the split's folder, and another version is refused."""
+    limits = dataclasses.replace(DEFAULT_LIMITS, slice_bytes=1)
+    slices = settle_day(busy_day, DAY, hw.platforms, limits, now=NOW)
+    root = slices[0].root
+    settled = root / split.SETTLED
+    again = root / "again.json"
+    day_handoff.save_settled(day_handoff.load_settled(busy_day, settled), again)
+    first, second = json.loads(settled.read_text()), json.loads(again.read_text())
+    assert {k: v for k, v in first.items() if k != "side"} == {k: v for k, v in second.items() if k != "side"}
+    for name, rel in first["side"].items():
+        assert pl.read_parquet(root / rel).equals(pl.read_parquet(root / second["side"][name])), name
+    assert any(f["rejects"]["total"] for f in first["files"]) and first["staged"]["metrics"]["rows"]
+    part = ingest_slice(busy_day, slices[0])
+    read = day_handoff.load_slice(part, limits)
+    assert read.files and read.parts and read.slices[0]["slice"] == slices[0].key
+    suffixes = {p.suffix for p in root.rglob("*") if p.is_file()}
+    assert suffixes <= {".json", ".parquet", ".lock", ".alive", ".done", ".stderr"}, suffixes
+    first["version"] = day_handoff.VERSION + 1
+    settled.write_text(json.dumps(first))
+    with pytest.raises(
+        day_handoff.HandoffVersion, match=f"this code reads 'settled-day' version {day_handoff.VERSION}"
+    ):
+        day_handoff.load_settled(busy_day, settled)
+    task = root / "slice-1.task.json"
+    day_handoff.save_task(task, busy_day, slices[1])
+    body = json.loads(task.read_text())
+    task.write_text(json.dumps({**body, "version": 0}))
+    assert offered_slice(str(task), "r").startswith(f"declined: {task} is not a task this code reads")
+    task.write_bytes(b"\x80\x04K\x01.")  # a pickle is data that does not parse, never code that runs
+    assert offered_slice(str(task), "r").startswith(f"declined: {task} is not a task this code reads")
+    shutil.rmtree(root)
 
 
 def _analyses(day, cache):

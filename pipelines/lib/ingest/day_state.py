@@ -12,7 +12,7 @@ import polars as pl
 
 from pipelines.lib.contracts import Contract, contract
 from pipelines.lib.ingest.entries import FileEntry, RejectLog
-from pipelines.lib.ingest.readers import FORMATS, Format
+from pipelines.lib.ingest.readers import Format
 from pipelines.lib.ingest.readers.base import FileInfo, Source
 from pipelines.lib.storage.landing import LandingFile
 
@@ -39,14 +39,6 @@ class FileState:
     src: Source | None = None
     info: FileInfo = field(default_factory=FileInfo)
     hashed: bool = False  # reached the duplicate check (a file that failed to open or is empty did not)
-
-    def __getstate__(self) -> dict:
-        # a format holds functions: it travels to another worker by name
-        return {**self.__dict__, "fmt": self.fmt.name if self.fmt is not None else None}
-
-    def __setstate__(self, state: dict) -> None:
-        name = state["fmt"]
-        self.__dict__.update(state, fmt=next((f for f in FORMATS if f.name == name), None))
 
     def contract(self) -> Contract:
         """The contract of the table it feeds (known before it is read)."""

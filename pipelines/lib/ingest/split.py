@@ -15,8 +15,9 @@ set).
    repeated across slices are settled over every slice's staged key hashes (first delivery wins); the
    slices' staged samples are published as they are, one file each, in one commit.
 
-The states travel between processes as pickles in the split's staging folder (under the data home, which
-every process reaching the day reaches); only this product writes and reads them. ``read_slices`` runs
+The states travel between processes as plain, versioned data in the split's staging folder (under the
+data home, which every process reaching the day reaches): JSON manifests and Parquet side files
+(``day_handoff``). ``read_slices`` runs
 phase 2 in Python processes of their own, several at a time, so a large day uses every core of the
 machine that runs it; ``claim_slice`` and ``offered_slice`` let other machines take part.
 """
@@ -27,7 +28,6 @@ import contextlib
 import datetime as dt
 import functools
 import os
-import pickle
 import re
 import shutil
 import socket
@@ -45,18 +45,20 @@ from filelock import FileLock
 from filelock import Timeout as LockHeld
 
 from pipelines.lib.analysis.analytics import store_partials
+from pipelines.lib.ingest import day_handoff
 from pipelines.lib.ingest.day import Day, day_result, rank, table_of
+from pipelines.lib.ingest.day_handoff import HandoffVersion
 from pipelines.lib.ingest.day_state import DayIngest, FileState
 from pipelines.lib.ingest.readers.base import FileInfo
 from pipelines.lib.paths import SCHEMAS_DIR, DataHome
 from pipelines.lib.settings import DEFAULT_LIMITS, WORKER_BROKER_ENV, IngestLimits
 from pipelines.lib.storage.landing import LandingFile, day_files
 
-SETTLED = "settled.pickle"
+SETTLED = "settled.json"
 POLL_S = 0.05
 HEARTBEAT_S = 5.0
 SILENT_S = 60.0  # a slice whose holder showed no life this long is read again by the day's machine
-_TASK = re.compile(r"slice-\d+\.task\.pickle")
+_TASK = re.compile(r"slice-\d+\.task\.json")
 _SPLIT = re.compile(r"split-day=\d{4}-\d{2}-\d{2}\.[0-9a-f]{12}")
 SLICE_ERROR_LINES = 20  # of a failed slice's process, in its error
 STALE_SPLIT_S = 24 * 3600  # a split's staging folder untouched this long was left by a killed run
@@ -136,7 +138,7 @@ def settle_day(
         state.derive()  # settles the runs
         state.stage_run_extras()
         state.seal()
-        _save(state, root / SETTLED)
+        day_handoff.save_settled(state, root / SETTLED)
     except BaseException:
         if state is not None:
             state.abort()
@@ -160,7 +162,7 @@ def ingest_slice(home: DataHome, piece: Slice, who: str = "", folder: str | None
     """Phase 2: read one slice's files against the settled runs, in ``folder`` of the split's folder
     (``slice-<index>`` by default; ``who`` reads it: for the day's record); the path of its sealed
     state."""
-    settled: Day = _load(piece.root / SETTLED)
+    settled = day_handoff.load_settled(home, piece.root / SETTLED)
     staging = piece.root / (folder or f"slice-{piece.index}")
     shutil.rmtree(staging, ignore_errors=True)  # a retried slice starts again
     staging.mkdir()
@@ -189,8 +191,8 @@ def ingest_slice(home: DataHome, piece: Slice, who: str = "", folder: str | None
     state.slices = [
         {"slice": piece.key, "files": len(piece.files), "size_bytes": piece.size_bytes, "read_by": who}
     ]
-    out = staging / "slice.pickle"
-    _save(state, out)
+    out = staging / "slice.json"
+    day_handoff.save_slice(state, out)
     return out
 
 
@@ -250,13 +252,14 @@ def offered_slice(task: str, who: str) -> str:
         st = path.stat()
         if st.st_uid != os.getuid() or st.st_mode & 0o022:
             return f"refused: {task} is not this user's, or others may write it"
-        with open(path, "rb") as fh:
-            home, piece = pickle.load(fh)
+        home, piece = load_task(path)
     except FileNotFoundError:
         return "nothing to do: its day is over"
+    except (HandoffVersion, ValueError, KeyError, TypeError) as err:
+        return f"declined: {task} is not a task this code reads ({err})"[:500]
     if piece.code != code_stamp():
         return f"declined slice {piece.key} of day {piece.day}: the ingest code here differs from the day's"
-    if differing := _files_differ(piece):
+    if differing := _files_differ(home, piece):
         return f"declined slice {piece.key} of day {piece.day}: {differing} differs here or cannot be read"
     try:
         if claim_slice(home, piece, who):
@@ -281,9 +284,8 @@ def read_slices(
     width = processes or os.cpu_count() or 1
     tasks = []
     for piece in slices:
-        tasks.append(piece.root / f"slice-{piece.index}.task.pickle")
-        with open(tasks[-1], "wb") as fh:
-            pickle.dump((home, piece), fh, protocol=pickle.HIGHEST_PROTOCOL)
+        tasks.append(piece.root / f"slice-{piece.index}.task.json")
+        day_handoff.save_task(tasks[-1], home, piece)
     if offer is not None:
         offer(tasks)
     me = f"{socket.gethostname()}:{os.getpid()}"
@@ -324,7 +326,7 @@ def read_slices(
                 if (rc := proc.returncode) != 0:
                     how = f"exit code {rc}" if rc > 0 else f"killed by signal {-rc}"
                     lines = _error_log(piece).read_text(errors="replace").strip().splitlines()
-                    raise SliceFailed(_failure(piece, "\n".join(lines[-SLICE_ERROR_LINES:]), how))
+                    raise SliceFailed(_failure(home, piece, "\n".join(lines[-SLICE_ERROR_LINES:]), how))
     finally:
         for proc in running:
             proc.kill()
@@ -334,8 +336,7 @@ def read_slices(
 
 def _slice_process(task: str, who: str, rescue: bool) -> None:
     threading.Thread(target=_die_with, args=(os.getppid(),), daemon=True).start()
-    with open(task, "rb") as fh:
-        home, piece = pickle.load(fh)
+    home, piece = load_task(Path(task))
     who = f"{who} (process {os.getpid()})"
     if rescue:  # its holder went silent: read it beside it, without its claim
         read_attempt(home, piece, who)
@@ -395,9 +396,9 @@ def _free(piece: Slice) -> bool:
     return True
 
 
-def _files_differ(piece: Slice) -> str | None:
+def _files_differ(home: DataHome, piece: Slice) -> str | None:
     """The first of the slice's files that this machine sees otherwise than the day's machine did."""
-    settled: Day = _load(piece.root / SETTLED)
+    settled = day_handoff.load_settled(home, piece.root / SETTLED)
     for i in piece.files:
         lf = settled.book.files[i].lf
         try:
@@ -426,8 +427,8 @@ def _error_log(piece: Slice) -> Path:
     return piece.root / f"slice-{piece.index}.stderr"
 
 
-def _failure(piece: Slice, detail: str, how: str) -> str:
-    settled: Day = _load(piece.root / SETTLED)
+def _failure(home: DataHome, piece: Slice, detail: str, how: str) -> str:
+    settled = day_handoff.load_settled(home, piece.root / SETTLED)
     names = [settled.book.files[i].lf.relpath for i in piece.files]
     shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
     lines = detail.strip().splitlines()[-SLICE_ERROR_LINES:]
@@ -441,27 +442,26 @@ def _failure(piece: Slice, detail: str, how: str) -> str:
 def merge_day(home: DataHome, root: Path, parts: list[Path]) -> DayIngest:
     """Phase 3: the day from its settled runs and its slices (``parts``, in slice order), as one pass
     gives it. Row groups count across the settled state's staged samples, then each slice's."""
-    state: Day = _load(root / SETTLED)
-    state.home = home
+    state = day_handoff.load_settled(home, root / SETTLED)
     staged, files = state.staged, state.book.files
     samples_groups = sum(len(p.group_sizes) for p in staged.parts)
     extras_groups = sum(n for _, n in staged.extra_parts)
     position = {f.order: k for k, f in enumerate(files)}
     sliced: list[FileState] = []
     for path in parts:
-        piece: Day = _load(path)
-        for f in piece.book.files:
+        piece = day_handoff.load_slice(path, state.limits)
+        for f in piece.files:
             f.row_groups = [g + samples_groups for g in f.row_groups]
             f.extra_groups = [g + extras_groups for g in f.extra_groups]
             files[position[f.order]] = f
             sliced.append(f)
         state.slices += piece.slices
-        staged.dead_samples |= {g + samples_groups for g in piece.staged.dead_samples}
-        staged.dead_extras |= {g + extras_groups for g in piece.staged.dead_extras}
-        staged.parts += piece.staged.parts
-        staged.extra_parts += piece.staged.extra_parts
-        samples_groups += sum(len(p.group_sizes) for p in piece.staged.parts)
-        extras_groups += sum(n for _, n in piece.staged.extra_parts)
+        staged.dead_samples |= {g + samples_groups for g in piece.dead_samples}
+        staged.dead_extras |= {g + extras_groups for g in piece.dead_extras}
+        staged.parts += piece.parts
+        staged.extra_parts += piece.extra_parts
+        samples_groups += sum(len(p.group_sizes) for p in piece.parts)
+        extras_groups += sum(n for _, n in piece.extra_parts)
     _first_deliveries(state, sliced)
     return day_result(state, [f.lf for f in files if f.derived_from is None])
 
@@ -484,17 +484,10 @@ def _first_deliveries(state: Day, sliced: list[FileState]) -> None:
             book.remember(f)
 
 
-def _save(state: Day, path: Path) -> None:
-    state.staged.writers = []  # closed writers: nothing left to stop
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "wb") as fh:
-        pickle.dump(state, fh, protocol=pickle.HIGHEST_PROTOCOL)
-    tmp.replace(path)
-
-
-def _load(path: Path) -> Day:
-    with open(path, "rb") as fh:
-        return pickle.load(fh)
+def load_task(path: Path) -> tuple[DataHome, Slice]:
+    """A slice's task file (``day_handoff.save_task``): the data home and the slice."""
+    home, fields = day_handoff.load_task(path)
+    return home, Slice(**{**fields, "root": Path(fields["root"]), "files": tuple(fields["files"])})
 
 
 def _remove_stale_splits(home: DataHome, day: str) -> None:

@@ -68,14 +68,17 @@ class StagedParquet:
         self.rows += table.num_rows
         return self.groups - 1
 
-    def __getstate__(self) -> dict:
-        """A closed file travels (to the worker that merges a split day); an open writer cannot."""
-        if self._thread is not None:
-            raise TypeError(f"{self.path}: still being written")
-        return {k: v for k, v in self.__dict__.items() if k != "_queue"}
+    @classmethod
+    def written(cls, path: Path, schema: pa.Schema, groups: int, rows: int, **options) -> StagedParquet:
+        """A file another process wrote and closed (``groups`` row groups, ``rows`` rows)."""
+        out = cls(path, schema, **options)
+        out.groups, out.rows = groups, rows
+        return out
 
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state, _queue=queue.Queue(maxsize=2))
+    @property
+    def writing(self) -> bool:
+        """Its writer is running (it cannot be handed to another process)."""
+        return self._thread is not None
 
     def abort(self) -> None:
         """Stop the writer and close the file, without raising (after a failure; ``close`` raises)."""
