@@ -17,9 +17,9 @@ set).
 
 The states travel between processes as plain, versioned data in the split's staging folder (under the
 data home, which every process reaching the day reaches): JSON manifests and Parquet side files
-(``day_handoff``). ``read_slices`` runs
-phase 2 in Python processes of their own, several at a time, so a large day uses every core of the
-machine that runs it; ``claim_slice`` and ``offered_slice`` let other machines take part.
+(``day_handoff``). ``read_slices`` runs phase 2 in Python processes of their own, several at a time, so a
+large day uses every core of the machine that runs it; ``claim_slice`` and ``offered_slice`` let other
+machines take part.
 """
 
 from __future__ import annotations
@@ -47,7 +47,6 @@ from filelock import Timeout as LockHeld
 from pipelines.lib.analysis.analytics import store_partials
 from pipelines.lib.ingest import day_handoff
 from pipelines.lib.ingest.day import Day, day_result, rank, table_of
-from pipelines.lib.ingest.day_handoff import HandoffVersion
 from pipelines.lib.ingest.day_state import DayIngest, FileState
 from pipelines.lib.ingest.readers.base import FileInfo
 from pipelines.lib.paths import SCHEMAS_DIR, DataHome
@@ -255,7 +254,7 @@ def offered_slice(task: str, who: str) -> str:
         home, piece = load_task(path)
     except FileNotFoundError:
         return "nothing to do: its day is over"
-    except (HandoffVersion, ValueError, KeyError, TypeError) as err:
+    except (ValueError, KeyError, TypeError) as err:  # HandoffVersion among them: another version's task
         return f"declined: {task} is not a task this code reads ({err})"[:500]
     if piece.code != code_stamp():
         return f"declined slice {piece.key} of day {piece.day}: the ingest code here differs from the day's"
