@@ -710,7 +710,7 @@ def side_night_workers(args: dict) -> dict:
         home = DataHome.resolve(fresh_home(Path(tmp), [Path(t) for t in args["trees"]]))
         home.dagster_home.mkdir(parents=True)
         shutil.copyfile(
-            PROJECT_ROOT / "dagster_home" / "dagster.postgres.yaml", home.dagster_home / "dagster.yaml"
+            PROJECT_ROOT / "dagster_home" / "dagster.workers.yaml", home.dagster_home / "dagster.yaml"
         )
         os.environ["DAGSTER_HOME"] = str(home.dagster_home)
         instance = ensure_instance(home)

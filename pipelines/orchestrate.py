@@ -28,7 +28,7 @@ from pipelines.lib.exit_codes import ExitCode
 from pipelines.lib.ingest.dedupe import dependent_days, dependent_note
 from pipelines.lib.paths import INSTANCE_TEMPLATE, DataHome
 from pipelines.lib.procs import exit_with_parent, stopping, this_worker
-from pipelines.lib.settings import IngestLimits, Settings
+from pipelines.lib.settings import BROKER, IngestLimits, Settings
 from pipelines.lib.storage import cache, lake
 from pipelines.lib.storage.landing import inventory, landing_days
 from pipelines.nightly import JOB, nightly_graph, nightly_job
@@ -424,6 +424,8 @@ def _run_on_workers(
     run failed or whose worker died (the days that succeeded stay in the lake)."""
     from pipelines import workers
 
+    # The instance's run launcher reads its broker from $FLEET_BROKER (dagster.workers.yaml): --broker too.
+    os.environ[BROKER.env] = settings.broker
     job, daily, _ = nightly_graph()
     launched = workers.launch_days(
         instance,

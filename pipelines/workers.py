@@ -1,7 +1,9 @@
-"""Days on workers: each day's run of the nightly job is a Celery task of dagster-celery's run launcher on a
-Redis broker, executed whole by whichever `fleet worker` takes it (in-process inside the worker, as a local
-day is). The Dagster instance is the launcher's (its reference travels with the task, so workers on other
-machines need its database: PostgreSQL), the run configuration names the data home and the lake.
+"""Days on workers: each day's run of the nightly job is launched by the instance's run launcher,
+dagster-celery's ``CeleryRunLauncher`` (named in the instance's dagster.yaml), as its Celery task on a Redis
+broker, and executed whole by whichever `fleet worker` takes it with dagster-celery's own run task
+(in-process inside the worker, as a local day is). Workers open the same instance ($DAGSTER_HOME: its
+database is PostgreSQL, so workers on other machines reach it); the run configuration names the data home
+and the lake.
 
 A worker names itself on the run (``fleet/worker``) the moment it takes it, so a worker killed mid-day leaves
 a run that the waiting `fleet run` (or any later one) marks failed; running the day again redoes it whole
@@ -10,12 +12,14 @@ a run that the waiting `fleet run` (or any later one) marks failed; running the 
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 
@@ -38,6 +42,10 @@ class BrokerDown(Unavailable):
     """The broker did not answer or did not take a day's run."""
 
 
+class LauncherMismatch(Unavailable):
+    """The Dagster instance does not launch runs on the workers of the broker named."""
+
+
 def _app_config() -> dict:
     from dagster_celery.config import DEFAULT_CONFIG
 
@@ -54,13 +62,13 @@ def _app_config() -> dict:
 
 
 def celery_app(broker: str):
-    """The Celery app of dagster-celery's tasks on ``broker`` (results kept on the same Redis), with the
-    run task replaced by ``_execute_run``."""
-    from dagster_celery.config import TASK_EXECUTE_JOB_NAME
+    """The Celery app of dagster-celery's run task on ``broker`` (results kept on the same Redis), and of
+    the task that reads a slice another worker offered."""
     from dagster_celery.make_app import make_app
+    from dagster_celery.tasks import create_execute_job_task
 
     app = make_app({"broker": broker, "backend": broker, "include": [], "config_source": _app_config()})
-    app.task(bind=True, name=TASK_EXECUTE_JOB_NAME, track_started=True)(_execute_run)
+    create_execute_job_task(app)
     app.task(bind=True, name=SLICE_TASK, ignore_result=True)(_read_offered_slice)
     return app
 
@@ -93,27 +101,24 @@ def slice_offer() -> Callable[[list[Path]], None] | None:
     return offer
 
 
-def _execute_run(_task, execute_job_args_packed) -> int:
-    """dagster-celery's run task, on the instance the launcher sent (no $DAGSTER_HOME needed on the worker),
-    naming this worker on the run before anything else happens."""
-    from dagster._cli.api import _execute_run_command_body
-    from dagster._grpc.types import ExecuteRunArgs
-    from dagster._serdes import unpack_value
+def _name_the_worker(task=None, kwargs=None, **_signal) -> None:
+    """Before dagster-celery's run task executes a day's run in this process, name the process (and its
+    Celery worker) on the run, so a worker killed mid-day is found (``fail_dead_runs``, the broker's
+    ping). A run already over (canceled while queued) is left alone; dagster's run task then does not
+    start it."""
+    from dagster_celery.config import TASK_EXECUTE_JOB_NAME
 
-    args = unpack_value(execute_job_args_packed, as_type=ExecuteRunArgs)
-    with dg.DagsterInstance.from_ref(args.instance_ref) as instance:
-        run = instance.get_run_by_id(args.run_id)
-        if run is None or run.status in FINISHED:
-            return 0  # canceled while queued (no worker came in time), or deleted: nothing to do
-        instance.add_run_tags(
-            args.run_id, {WORKER_TAG: this_worker(), CELERY_WORKER_TAG: _task.request.hostname}
-        )
-        return _execute_run_command_body(
-            instance=instance,
-            run_id=args.run_id,
-            write_stream_fn=lambda _e: None,
-            set_exit_code_on_failure=True,
-        )
+    if task is None or task.name != TASK_EXECUTE_JOB_NAME or not kwargs:
+        return
+    # The launcher's arguments, a value dagster serialised: only the run's id is read from them.
+    args: Any = dg.deserialize_value(json.dumps(kwargs["execute_job_args_packed"]))
+    run_id: str = args.run_id
+    with dg.DagsterInstance.get() as instance:
+        run = instance.get_run_by_id(run_id)
+        if run is not None and run.status not in FINISHED:
+            instance.add_run_tags(
+                run_id, {WORKER_TAG: this_worker(), CELERY_WORKER_TAG: task.request.hostname}
+            )
 
 
 def serve(broker: str, concurrency: int, name: str) -> None:
@@ -121,12 +126,15 @@ def serve(broker: str, concurrency: int, name: str) -> None:
     ``concurrency`` days at a time, each in a fresh process."""
     # Loaded once here and forked into every day's process: importing starts no thread (polars and DuckDB
     # start theirs on first use, in the day's process).
+    from celery.signals import task_prerun
+
     import pipelines.lib.ingest.day
     import pipelines.lib.storage.lake
     import pipelines.nightly  # noqa: F401
 
     logging.getLogger("alembic").setLevel(logging.WARNING)  # the instance's schema checks, once per day
     os.environ[WORKER_BROKER_ENV] = broker  # inherited by the days' processes
+    task_prerun.connect(_name_the_worker, weak=False)
     app = celery_app(broker)
     app.worker_main(
         [
@@ -162,6 +170,33 @@ def check_reachable(broker: str) -> None:
         ) from None
 
 
+def celery_launcher(instance: dg.DagsterInstance, broker: str) -> None:
+    """``LauncherMismatch`` unless the instance launches runs with dagster-celery's ``CeleryRunLauncher`` on
+    ``broker`` (its dagster.yaml decides where runs go)."""
+    from dagster_celery.launcher import CeleryRunLauncher
+
+    how = "copy dagster_home/dagster.workers.yaml to $DAGSTER_HOME/dagster.yaml"
+    try:
+        launcher = instance.run_launcher
+    except Exception as exc:  # the instance's run_launcher section does not load (dagster's config errors)
+        raise LauncherMismatch(
+            f"the run launcher of the Dagster instance at {instance.root_directory} does not load "
+            f"({scrubbed(str(exc).splitlines()[0], broker)}); {how} and set $FLEET_BROKER"
+        ) from None
+    if not isinstance(launcher, CeleryRunLauncher):
+        raise LauncherMismatch(
+            f"the Dagster instance at {instance.root_directory} launches runs with "
+            f"{type(launcher).__name__}, not on workers: days on workers need dagster-celery's "
+            f"CeleryRunLauncher in its dagster.yaml ({how})"
+        )
+    if launcher.broker != broker:
+        raise LauncherMismatch(
+            f"the Dagster instance at {instance.root_directory} sends runs to the broker "
+            f"{shown(launcher.broker or 'amqp (its default)')}, not to {shown(broker)}: set the "
+            "run_launcher's broker in its dagster.yaml to {env: FLEET_BROKER}"
+        )
+
+
 def launch_days(
     instance: dg.DagsterInstance,
     broker: str,
@@ -172,16 +207,11 @@ def launch_days(
     run_config: Mapping,
     tags_for: Callable[[str], dict[str, str]],
 ) -> list[Launched]:
-    """Create each day's run of ``job`` (its daily assets) and send it to the broker as dagster-celery's
-    run task (what its ``CeleryRunLauncher`` sends), tagged with the task's id. A run the broker did not
-    take is marked failed and ``BrokerDown`` raised (the days sent before it stay queued)."""
-    from dagster._grpc.types import ExecuteRunArgs
-    from dagster._serdes import pack_value
-    from dagster_celery.config import TASK_EXECUTE_JOB_NAME
-    from dagster_celery.tags import DAGSTER_CELERY_TASK_ID_TAG
-
+    """Create each day's run of ``job`` (its daily assets) and launch it with the instance's run launcher,
+    which sends it to the workers' queue and tags it with its Celery task. A run the broker did not take is
+    marked failed and ``BrokerDown`` raised (the days sent before it stay queued)."""
+    celery_launcher(instance, broker)
     check_reachable(broker)
-    app = celery_app(broker)
     out: list[Launched] = []
     for day in days:
         run = instance.create_run_for_job(
@@ -191,30 +221,16 @@ def launch_days(
             asset_selection=frozenset(selection),
             job_code_origin=origin,
         )
-        instance.report_dagster_event(
-            dg.DagsterEvent(event_type_value=dg.DagsterEventType.RUN_STARTING.value, job_name=run.job_name),
-            run_id=run.run_id,
-        )
-        args = ExecuteRunArgs(
-            job_origin=origin,
-            run_id=run.run_id,
-            instance_ref=instance.get_ref(),
-            set_exit_code_on_failure=True,
-        )
         try:
-            task = app.send_task(
-                TASK_EXECUTE_JOB_NAME,
-                kwargs={"execute_job_args_packed": pack_value(args)},
-                queue=QUEUE,
-                routing_key=f"{QUEUE}.{TASK_EXECUTE_JOB_NAME}",
-            )
+            # CeleryRunLauncher reads the run (its code origin) and never the workspace, which only a
+            # code server has: runs created here launch without one.
+            instance.launch_run(run.run_id, workspace=None)  # pyright: ignore[reportArgumentType]
         except Exception as exc:
             why = f"the broker {shown(broker)} did not take it ({scrubbed(exc, broker)})"
-            instance.report_run_failed(run, message=why)
+            instance.report_engine_event(why, run)
             raise BrokerDown(
                 f"day {day}: {why}; {len(out)} day run(s) sent before it stay queued for the workers"
             ) from None
-        instance.add_run_tags(run.run_id, {DAGSTER_CELERY_TASK_ID_TAG: task.id})
         instance.report_engine_event(f"sent to the workers' queue on {shown(broker)}", run)
         out.append(Launched(day, run.run_id))
     return out

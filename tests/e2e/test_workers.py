@@ -62,7 +62,7 @@ def _home(landing: Path, root: Path) -> DataHome:
 def _env(home: DataHome, pg: int, broker: str, **extra: str) -> dict[str, str]:
     dh = home.root / "dagster_home"
     dh.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(PROJECT_ROOT / "dagster_home" / "dagster.postgres.yaml", dh / "dagster.yaml")
+    shutil.copyfile(PROJECT_ROOT / "dagster_home" / "dagster.workers.yaml", dh / "dagster.yaml")
     return {
         "DAGSTER_HOME": str(dh),
         "FLEET_BROKER": broker,
