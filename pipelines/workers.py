@@ -124,10 +124,10 @@ def _name_the_worker(task=None, kwargs=None, **_signal) -> None:
 def serve(broker: str, concurrency: int, name: str) -> None:
     """Run a Celery worker on ``broker`` until it is stopped (SIGTERM: finish the days in hand, then exit):
     ``concurrency`` days at a time, each in a fresh process."""
-    # Loaded once here and forked into every day's process: importing starts no thread (polars and DuckDB
-    # start theirs on first use, in the day's process).
     from celery.signals import task_prerun
 
+    # Loaded once here and forked into every day's process: importing starts no thread (polars and DuckDB
+    # start theirs on first use, in the day's process).
     import pipelines.lib.ingest.day
     import pipelines.lib.storage.lake
     import pipelines.nightly  # noqa: F401
@@ -170,7 +170,7 @@ def check_reachable(broker: str) -> None:
         ) from None
 
 
-def celery_launcher(instance: dg.DagsterInstance, broker: str) -> None:
+def check_launcher(instance: dg.DagsterInstance, broker: str) -> None:
     """``LauncherMismatch`` unless the instance launches runs with dagster-celery's ``CeleryRunLauncher`` on
     ``broker`` (its dagster.yaml decides where runs go)."""
     from dagster_celery.launcher import CeleryRunLauncher
@@ -210,7 +210,7 @@ def launch_days(
     """Create each day's run of ``job`` (its daily assets) and launch it with the instance's run launcher,
     which sends it to the workers' queue and tags it with its Celery task. A run the broker did not take is
     marked failed and ``BrokerDown`` raised (the days sent before it stay queued)."""
-    celery_launcher(instance, broker)
+    check_launcher(instance, broker)
     check_reachable(broker)
     out: list[Launched] = []
     for day in days:
