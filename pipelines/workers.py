@@ -25,7 +25,7 @@ import dagster as dg
 
 from pipelines.lib.errors import Unavailable
 from pipelines.lib.procs import this_worker
-from pipelines.lib.settings import WORKER_BROKER_ENV, scrubbed, shown
+from pipelines.lib.settings import scrubbed, shown
 from pipelines.runs import FINISHED, WORKER_TAG, fail_dead_runs
 
 QUEUE = "dagster"  # dagster-celery's queue
@@ -80,12 +80,8 @@ def _read_offered_slice(task, task_file: str) -> str:
     return offered_slice(task_file, f"{task.request.hostname} (process {os.getpid()})")
 
 
-def slice_offer() -> Callable[[list[Path]], None] | None:
-    """How a day running on a worker offers its slices to the other workers of its broker; None outside a
-    worker (a local day reads its slices on its own machine)."""
-    broker = os.environ.get(WORKER_BROKER_ENV)
-    if not broker:
-        return None
+def offer_to(broker: str) -> Callable[[list[Path]], None]:
+    """How a day running on a worker offers its slices to the other workers of ``broker``."""
 
     def offer(tasks: list[Path]) -> None:
         # Offering is help, not a duty: if the broker fails, the day's machine reads every slice itself.
@@ -131,9 +127,10 @@ def serve(broker: str, concurrency: int, name: str) -> None:
     import pipelines.lib.ingest.day
     import pipelines.lib.storage.lake
     import pipelines.nightly  # noqa: F401
+    from pipelines.lib.ingest.split import offer_slices_with
 
     logging.getLogger("alembic").setLevel(logging.WARNING)  # the instance's schema checks, once per day
-    os.environ[WORKER_BROKER_ENV] = broker  # inherited by the days' processes
+    offer_slices_with(offer_to(broker))  # forked into the days' processes
     task_prerun.connect(_name_the_worker, weak=False)
     app = celery_app(broker)
     app.worker_main(

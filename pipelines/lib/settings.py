@@ -96,14 +96,6 @@ LAKE_CACHE = Setting(
     "(0: none, the store is read every time).",
     unit="bytes",
 )
-# Set in a `fleet worker`'s processes: the broker, where a split day it runs offers its slices.
-WORKER_BROKER = Setting(
-    "FLEET_WORKER_BROKER",
-    "",
-    "Set by `fleet worker` in the processes that run its days, not by hand: the broker where a split day "
-    "offers its slices to the other workers.",
-    shown_default="(set by fleet worker)",
-)
 ALERT_WEBHOOK = Setting(
     "FLEET_ALERT_WEBHOOK_URL",
     "",
@@ -214,9 +206,6 @@ def check_broker(broker: str) -> str:
     if not broker.startswith(("redis://", "rediss://")):
         raise ValueError(f"broker {shown(broker)!r}: expected redis://HOST:PORT/DB (or rediss://)")
     return broker
-
-
-WORKER_BROKER_ENV = WORKER_BROKER.env
 
 
 @dataclass(frozen=True)
@@ -384,5 +373,4 @@ SETTINGS: tuple[Setting, ...] = (
     LAKE_CACHE,
     *LIMITS.values(),
     ALERT_WEBHOOK,
-    WORKER_BROKER,
 )

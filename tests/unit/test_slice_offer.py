@@ -1,15 +1,9 @@
-"""How a day on a worker offers its slices to the other workers: only on a worker, and a broker that fails
-is a warning without its password (the day's machine reads the slices itself), never a failed day."""
+"""How a day on a worker offers its slices to the other workers: a broker that fails is a warning without
+its password (the day's machine reads the slices itself), never a failed day."""
 
 import logging
 
-from pipelines.lib.settings import WORKER_BROKER_ENV
-from pipelines.workers import slice_offer
-
-
-def test_outside_a_worker_slices_are_not_offered(monkeypatch):
-    monkeypatch.delenv(WORKER_BROKER_ENV, raising=False)
-    assert slice_offer() is None
+from pipelines.workers import offer_to
 
 
 class _Kept(logging.Handler):
@@ -21,9 +15,8 @@ class _Kept(logging.Handler):
         self.records.append(record)
 
 
-def test_a_broker_that_fails_is_a_warning_without_its_password(monkeypatch, tmp_path):
-    monkeypatch.setenv(WORKER_BROKER_ENV, "redis://:s3cret-pw@127.0.0.1:1/0")  # nothing listens on port 1
-    offer = slice_offer()
+def test_a_broker_that_fails_is_a_warning_without_its_password(tmp_path):
+    offer = offer_to("redis://:s3cret-pw@127.0.0.1:1/0")  # nothing listens on port 1
     kept = _Kept()
     logger = logging.getLogger("pipelines.workers")
     logger.addHandler(kept)

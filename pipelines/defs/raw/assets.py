@@ -10,7 +10,6 @@ from pipelines.lib.ingest import LANDING_TABLES, METRICS, advice, ingest_partiti
 from pipelines.lib.ingest.volume import failing
 from pipelines.lib.operations.monitoring import partition_row_counts, row_count_anomaly
 from pipelines.lib.storage.landing import not_read, not_read_warning
-from pipelines.workers import slice_offer
 
 RAW_TABLES = (
     "runs",
@@ -122,9 +121,7 @@ def raw_ingest(context: dg.AssetExecutionContext, fleet: FleetHome):
     """
     day = context.partition_key
     home = fleet.data_home()
-    outcome = ingest_partition(
-        home, day, fleet.hardware().platforms.keys(), fleet.limits(), offer=slice_offer()
-    )
+    outcome = ingest_partition(home, day, fleet.hardware().platforms.keys(), fleet.limits())
     result = outcome.result
     if not outcome.promoted:
         failed = ", ".join(f"{c.table}/{c.name}" for c in outcome.checks if not c.passed)

@@ -5,9 +5,8 @@ concurrently; promotion is serialised under one lock and a day that raced anothe
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
 import polars as pl
 
@@ -111,7 +110,6 @@ def ingest_partition(
     day: str,
     platforms: Iterable[str],
     limits: IngestLimits = DEFAULT_LIMITS,
-    offer: Callable[[list[Path]], None] | None = None,
 ) -> PartitionOutcome:
     """Ingest a day and write it. Ledger, quarantine and extra fields are always written (they explain);
     runs and samples are promoted only if every blocking check passes, else the last good partition stays.
@@ -121,15 +119,15 @@ def ingest_partition(
     one of this day's files or runs meanwhile (the same delivery in two day folders), the day is read again
     under the lock, so the first delivery wins across days as it does within one. A day whose sample files
     hold more than ``limits.slice_bytes`` (when set) is read in slices, in processes of their own, and merged
-    (``pipelines.lib.ingest.split``): the same day as one pass gives; ``offer`` also sends its slices to
-    other machines (``read_slices``)."""
+    (``pipelines.lib.ingest.split``): the same day as one pass gives; on a `fleet worker`, its slices are
+    also offered to the other workers (``split.offer_slices_with``)."""
     platforms = list(platforms)
     lake_ = lake.store(home)
     with lake_.lock(f"day={day}"):
         # left by a killed writer of this day (we hold its lock, so nobody is still writing them)
         for stale in [*home.staging.glob(f"day={day}.*"), *home.staging.glob(f"split-day={day}.*")]:
             shutil.rmtree(stale, ignore_errors=True)
-        result = _read_day(home, day, platforms, limits, offer)
+        result = _read_day(home, day, platforms, limits)
         with lake_.lock("promote"):
             if _raced(home, day, result):
                 result.discard()
@@ -142,7 +140,6 @@ def _read_day(
     day: str,
     platforms: list[str],
     limits: IngestLimits,
-    offer: Callable[[list[Path]], None] | None = None,
 ) -> DayIngest:
     """The day staged: in one pass, or in slices merged when its sample files are larger than a slice."""
     if not limits.slice_bytes:
@@ -151,7 +148,7 @@ def _read_day(
     if not slices:
         return ingest_day(home, day, platforms, limits=limits)
     try:
-        parts = read_slices(home, slices, limits.slice_processes, offer)
+        parts = read_slices(home, slices, limits.slice_processes)
         return merge_day(home, slices[0].root, parts)
     except BaseException:
         shutil.rmtree(slices[0].root, ignore_errors=True)

@@ -50,7 +50,7 @@ from pipelines.lib.ingest.day import Day, day_result, rank, table_of
 from pipelines.lib.ingest.day_state import DayIngest, FileState
 from pipelines.lib.ingest.readers.base import FileInfo
 from pipelines.lib.paths import SCHEMAS_DIR, DataHome
-from pipelines.lib.settings import DEFAULT_LIMITS, WORKER_BROKER_ENV, IngestLimits
+from pipelines.lib.settings import DEFAULT_LIMITS, IngestLimits
 from pipelines.lib.storage.landing import LandingFile, day_files
 
 SETTLED = "settled.json"
@@ -61,6 +61,18 @@ _TASK = re.compile(r"slice-\d+\.task\.json")
 _SPLIT = re.compile(r"split-day=\d{4}-\d{2}-\d{2}\.[0-9a-f]{12}")
 SLICE_ERROR_LINES = 20  # of a failed slice's process, in its error
 STALE_SPLIT_S = 24 * 3600  # a split's staging folder untouched this long was left by a killed run
+
+
+Offer = Callable[[list[Path]], None]  # sends slices' task files to other machines
+_process_offer: Offer | None = None  # set by a process that runs days for a pool of machines
+
+
+def offer_slices_with(offer: Offer | None) -> None:
+    """From now on, the days this process (and the processes it forks) reads in slices also offer them
+    with ``offer`` (a `fleet worker` sets it to its broker before it forks the processes of its days).
+    Processes of their own, such as a slice's, start without."""
+    global _process_offer
+    _process_offer = offer
 
 
 @dataclass(frozen=True)
@@ -272,15 +284,16 @@ def read_slices(
     home: DataHome,
     slices: list[Slice],
     processes: int = 0,
-    offer: Callable[[list[Path]], None] | None = None,
+    offer: Offer | None = None,
 ) -> list[Path]:
     """Phase 2 of every slice; the slices' sealed states, in slice order. Slices are read here in Python
-    processes of their own, ``processes`` at a time (0: one per core of this machine); with ``offer``,
-    they are also offered to other machines (``offer`` sends their task files), and whichever claims a
-    slice first reads it. A slice whose holder died, or went silent for ``SILENT_S``, is read again here.
-    The first slice that fails here stops the others and raises ``SliceFailed`` naming it, its files and
-    its last error lines."""
+    processes of their own, ``processes`` at a time (0: one per core of this machine); with ``offer`` (by
+    default, the process's ``offer_slices_with``), they are also offered to other machines (``offer`` sends
+    their task files), and whichever claims a slice first reads it. A slice whose holder died, or went
+    silent for ``SILENT_S``, is read again here. The first slice that fails here stops the others and
+    raises ``SliceFailed`` naming it, its files and its last error lines."""
     width = processes or os.cpu_count() or 1
+    offer = offer or _process_offer
     tasks = []
     for piece in slices:
         tasks.append(piece.root / f"slice-{piece.index}.task.json")
@@ -288,7 +301,6 @@ def read_slices(
     if offer is not None:
         offer(tasks)
     me = f"{socket.gethostname()}:{os.getpid()}"
-    env = {k: v for k, v in os.environ.items() if k != WORKER_BROKER_ENV}  # slices need no broker
     pending = dict(zip([s.index for s in slices], zip(slices, tasks, strict=True), strict=True))
     running: dict[subprocess.Popen, Slice] = {}
     held_since: dict[int, float] = {}
@@ -315,7 +327,7 @@ def read_slices(
                         f"_slice_process({str(task)!r}, {me!r}, {rescue!r})"
                     )
                     proc = subprocess.Popen(
-                        [sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=err, env=env
+                        [sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=err
                     )
                 running[proc] = piece
                 mine.add(piece)
