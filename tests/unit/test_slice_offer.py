@@ -1,9 +1,25 @@
-"""How a day on a worker offers its slices to the other workers: a broker that fails is a warning without
-its password (the day's machine reads the slices itself), never a failed day."""
+"""How a day on a worker offers its slices to the other workers: only in a worker's processes (never because
+a broker is in the environment, never on import), and a broker that fails is a warning without its password
+(the day's machine reads the slices itself), never a failed day."""
 
 import logging
+import os
+import subprocess
+import sys
 
 from pipelines.workers import offer_to
+
+
+def test_outside_a_worker_slices_are_not_offered():
+    # As `fleet run` or `dagster dev` starts: a broker in the environment, the workers' module and the
+    # definitions imported; only `fleet worker` (serve) sets the offer.
+    code = (
+        "import pipelines.workers, pipelines.definitions; from pipelines.lib.ingest import split; "
+        "print(split._process_offer)"
+    )
+    env = {**os.environ, "FLEET_BROKER": "redis://127.0.0.1:1/0"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "None"
 
 
 class _Kept(logging.Handler):
