@@ -12,13 +12,19 @@ SAMPLES_PER_RUN = 2_700  # roughly, for the default catalog: sizes the number of
 
 def landing_day(data: Path, fmt: str, samples: int, day: str = DAY, seed: int = 7) -> Path:
     """A landing tree with one synthetic day of about ``samples`` samples (cached)."""
-    out = data / f"{fmt}-{samples}-{day}"
+    runs = max(1, round(samples / SAMPLES_PER_RUN))
+    return synthetic_day(data, fmt, runs, day, seed, name=f"{fmt}-{samples}-{day}")
+
+
+def synthetic_day(data: Path, fmt: str, runs: int, day: str = DAY, seed: int = 7, name: str = "") -> Path:
+    """A landing tree with one synthetic day of ``runs`` runs, as `fleet synth --days 1 --runs-per-day runs
+    --seed seed --format fmt` writes it (cached)."""
+    out = data / (name or f"{fmt}-runs{runs}-seed{seed}-{day}")
     if not (out / ".complete").exists():
         shutil.rmtree(out, ignore_errors=True)
         from synthetic_fleet.writers import write_fleet
         from workload_model.catalog import load_hardware, load_models
 
-        runs = max(1, round(samples / SAMPLES_PER_RUN))
         write_fleet([day], runs, seed, load_hardware(), load_models(), out, fmt=fmt)
         (out / ".complete").touch()
     return out

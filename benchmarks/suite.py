@@ -9,6 +9,10 @@ Cases (each: product seconds, anchor seconds, ratio = product / anchor, peak RSS
 - ``ingest-parquet|csv|jsonl``: `fleet ingest` of one landing day vs a bare DuckDB
   ``COPY (SELECT * FROM <file>) TO parquet`` (DuckDB's defaults: snappy, like the lake's samples) of the
   same samples file (target <= 2x; peak RSS < 1.5 GB).
+- ``ingest-process-jsonl``: `fleet ingest` of a user's ordinary day (1,200 runs, about 3.07M samples in
+  JSON Lines, as `fleet synth --days 1 --runs-per-day 1200 --seed 11 --format jsonl` writes it) as a process
+  of its own vs a Python process running DuckDB's bare copy of the same files (runs and samples) to Parquet:
+  start-up and imports count on both sides (target <= 1.5x; the day's size does not follow ``--samples``).
 - ``analytics``: the product's server_windows + run_role_stats + util_distribution over the day's lake
   partition vs one hand-written DuckDB query computing the same statistics; polars and pandas doing the same
   are reported beside it (no target: a comparison).
@@ -83,6 +87,7 @@ from bench_data import (  # noqa: E402  (this folder is on the path: the suite r
     landing_day,
     prometheus_day,
     samples_file,
+    synthetic_day,
 )
 
 from pipelines.lib.contracts import resources  # noqa: E402  (the repository root is on the path above)
@@ -93,6 +98,7 @@ TARGETS = {
     "ingest-parquet": 2.0,
     "ingest-csv": 2.0,
     "ingest-jsonl": 2.0,
+    "ingest-process-jsonl": 1.5,  # #46's acceptance
     "night": 3.0,
     "backfill": 1 / 1.6,
     "waste": 1.1,
@@ -135,6 +141,39 @@ def side_ingest_prometheus(args: dict) -> dict:
         seconds = time.perf_counter() - start
     assert out.promoted, out.checks
     return {"seconds": seconds, "rows": out.result.metric_samples_rows, "derived": out.result.samples_rows}
+
+
+def _whole_process(argv: list[str]) -> dict:
+    """``argv`` run to its end as a process of its own: its wall seconds (start-up and imports included)
+    and its peak RSS (the largest of this process's children: it is the only one)."""
+    start = time.perf_counter()
+    p = subprocess.run(argv, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    if p.returncode:
+        raise RuntimeError(f"{argv[:2]} exited {p.returncode}:\n{p.stderr[-3000:]}")
+    return {"seconds": seconds, "peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}
+
+
+def side_ingest_process(args: dict) -> dict:
+    """`fleet ingest` of the landing day, as a user runs it: a process of its own."""
+    with tempfile.TemporaryDirectory(dir=args["tmp"]) as tmp:
+        home = fresh_home(Path(tmp), [Path(args["tree"])])
+        return _whole_process([str(Path(sys.executable).parent / "fleet"), "ingest", "--home", str(home)])
+
+
+BARE_COPY = """import sys, duckdb
+reader = {"parquet": "read_parquet", "csv": "read_csv", "jsonl": "read_json"}[sys.argv[1]]
+for i, src in enumerate(sys.argv[3:]):
+    target = f"{sys.argv[2]}/{i}.parquet"
+    duckdb.execute(f"COPY (SELECT * FROM {reader}($src)) TO '{target}' (FORMAT parquet)", {"src": src})
+"""
+
+
+def side_copy_process(args: dict) -> dict:
+    """DuckDB's bare copy of the same landing files to Parquet, in a Python process of its own."""
+    files = sorted(str(p) for p in Path(args["tree"]).rglob(f"*.{args['fmt']}"))
+    with tempfile.TemporaryDirectory(dir=args["tmp"]) as tmp:
+        return _whole_process([sys.executable, "-c", BARE_COPY, args["fmt"], tmp, *files])
 
 
 def side_parse_bare(args: dict) -> dict:
@@ -440,6 +479,8 @@ SIDES = {
         side_night_floor,
         side_night_assets,
         side_synth,
+        side_ingest_process,
+        side_copy_process,
     )
 }
 
@@ -455,7 +496,7 @@ def peak_rss_mb() -> float:
 
 def child(name: str, args: str) -> None:
     result = SIDES[name](json.loads(args))
-    result["peak_rss_mb"] = peak_rss_mb()
+    result.setdefault("peak_rss_mb", peak_rss_mb())  # a whole-process side reports its process's
     print("RESULT " + json.dumps(result))
 
 
@@ -632,6 +673,25 @@ def ingest_cases(data: Path, tmp: Path, n: int, r: int) -> list[dict]:
             )
         )
     return rows
+
+
+PROCESS_RUNS = 1200  # a user's ordinary day (`fleet synth --runs-per-day 1200 --seed 11`): ~3.07M samples
+
+
+def ingest_process_case(data: Path, tmp: Path, r: int) -> dict:
+    """`fleet ingest` of an ordinary JSON Lines day as a process of its own vs a process of its own running
+    DuckDB's bare copy of the same files to Parquet: start-up and imports count on both sides."""
+    tree = synthetic_day(data, "jsonl", PROCESS_RUNS, seed=11)
+    args = {"tree": str(tree), "fmt": "jsonl", "tmp": str(tmp)}
+    with open(samples_file(tree, "jsonl"), "rb") as fh:
+        samples = sum(1 for _ in fh)
+    return paired(
+        "ingest-process-jsonl",
+        r,
+        ("side_ingest_process", args),
+        ("side_copy_process", args),
+        note=f"{samples:,} samples, {PROCESS_RUNS} runs; whole processes",
+    )
 
 
 def fixed_case(data: Path, tmp: Path, n: int, r: int) -> dict:
@@ -1122,7 +1182,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3, help="interleaved repeats per case (medians)")
     ap.add_argument(
         "--cases",
-        default="synth,ingest,analytics,night,waste,s3,backfill,fixed,workers,split,partials,quantiles,memory,"
+        default="synth,ingest,process,analytics,night,waste,s3,backfill,fixed,workers,split,partials,quantiles,memory,"
         "prometheus,families",
         help="comma-separated, any of the default's cases",
     )
@@ -1155,6 +1215,7 @@ def main() -> int:
     runners = {
         "synth": lambda: [synth_case(tmp, n, r)],
         "ingest": lambda: ingest_cases(data, tmp, n, r),
+        "process": lambda: [ingest_process_case(data, tmp, r)],
         "analytics": lambda: [analytics_case(data, tmp, n, r)],
         "night": lambda: night_cases(data, tmp, n, r),
         "waste": lambda: [waste_case(data, tmp, n, r)],
