@@ -9,8 +9,9 @@ Cases (each: product seconds, anchor seconds, ratio = product / anchor, peak RSS
 - ``ingest-parquet|csv|jsonl``: `fleet ingest` of one landing day vs a bare DuckDB
   ``COPY (SELECT * FROM <file>) TO parquet`` (DuckDB's defaults: snappy, like the lake's samples) of the
   same samples file (target <= 2x; peak RSS < 1.5 GB).
-- ``ingest-process-jsonl``: `fleet ingest` of a user's ordinary day (1,200 runs, about 3.07M samples in
-  JSON Lines, as `fleet synth --days 1 --runs-per-day 1200 --seed 11 --format jsonl` writes it) as a process
+- ``ingest-process-jsonl``: `fleet ingest` of a user's ordinary day (1,200 runs, about 2.9M samples in
+  JSON Lines, as `fleet synth --days 1 --start 2026-01-01 --runs-per-day 1200 --seed 11 --format jsonl`
+  writes it) as a process
   of its own vs a Python process running DuckDB's bare copy of the same files (runs and samples) to Parquet:
   start-up and imports count on both sides (target <= 1.5x; the day's size does not follow ``--samples``).
 - ``analytics``: the product's server_windows + run_role_stats + util_distribution over the day's lake
@@ -675,7 +676,7 @@ def ingest_cases(data: Path, tmp: Path, n: int, r: int) -> list[dict]:
     return rows
 
 
-PROCESS_RUNS = 1200  # a user's ordinary day (`fleet synth --runs-per-day 1200 --seed 11`): ~3.07M samples
+PROCESS_RUNS = 1200  # a user's ordinary day (`fleet synth --runs-per-day 1200 --seed 11`): ~2.9-3.1M samples
 
 
 def ingest_process_case(data: Path, tmp: Path, r: int) -> dict:
