@@ -173,7 +173,7 @@ class Lake:
         self._check_day(day)
         self._create(table)
         if data is None or (isinstance(data, list) and not data):
-            # not Schema.empty_table(): that imports pandas (0.4 s of a small day's process)
+            # not Schema.empty_table(): that imports pandas (0.2-0.4 s of an ingest's process)
             data = pa.Table.from_batches([], schema=contract(table).arrow_schema())
         adds: list[AddAction] = []
         try:
