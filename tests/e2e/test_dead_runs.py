@@ -6,11 +6,11 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import dagster as dg
 import pytest
-from dagster._core.utils import make_new_run_id
 
 from pipelines.lib.paths import PROJECT_ROOT
 from pipelines.lib.procs import this_worker
@@ -28,7 +28,7 @@ STARTED = dg.DagsterRunStatus.STARTED
 
 
 def _started(instance, worker: str | None, status=STARTED) -> str:
-    run_id = make_new_run_id()
+    run_id = str(uuid.uuid4())
     instance.add_run(
         dg.DagsterRun(
             job_name="nightly", run_id=run_id, status=status, tags={WORKER_TAG: worker} if worker else {}

@@ -5,17 +5,17 @@ import json
 import os
 import shutil
 import time
+import uuid
 
 import dagster as dg
 import polars as pl
-from dagster._core.instance.ref import InstanceRef
-from dagster._core.utils import make_new_run_id
 
 import pipelines.lib.ingest.promote as ingest_module
 from pipelines.defs.partitions import add_days
 from pipelines.defs.resources import FleetHome
 from pipelines.lib.operations.monitoring import landing_inventory
 from pipelines.lib.storage import lake
+from tests.support.deadruns import instance_at
 from tests.support.homes import DAY
 
 
@@ -97,7 +97,7 @@ def _queued(instance, day: str, trigger: str) -> None:
     instance.add_run(
         dg.DagsterRun(
             job_name="nightly",
-            run_id=make_new_run_id(),
+            run_id=str(uuid.uuid4()),
             status=dg.DagsterRunStatus.NOT_STARTED,  # submitted, not yet picked up
             tags={"dagster/partition": day, "fleet/trigger": trigger},
         )
@@ -160,7 +160,7 @@ def test_fleet_demo_runs_are_nightly_runs_and_the_sensor_then_has_nothing_to_do(
     from pipelines.lib.paths import DataHome
 
     home, _ = demo_home
-    instance = dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home.root / "dagster_home")))
+    instance = instance_at(home.root / "dagster_home")
     try:
         runs = instance.get_runs()
         days = sorted(p.name for p in (home.landing / "synthetic").iterdir())

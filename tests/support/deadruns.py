@@ -10,7 +10,6 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from dagster._core.instance.ref import InstanceRef
 
 from pipelines.cli import main
 from pipelines.lib.paths import INSTANCE_TEMPLATE, PROJECT_ROOT
@@ -20,7 +19,16 @@ STARTED = dg.DagsterRunStatus.STARTED
 
 
 def instance_at(dagster_home: Path) -> dg.DagsterInstance:
-    return dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(dagster_home)))
+    """The instance whose dagster.yaml is in ``dagster_home``, as `fleet` opens it ($DAGSTER_HOME)."""
+    before = os.environ.get("DAGSTER_HOME")
+    os.environ["DAGSTER_HOME"] = str(dagster_home)
+    try:
+        return dg.DagsterInstance.get()
+    finally:
+        if before is None:
+            del os.environ["DAGSTER_HOME"]
+        else:
+            os.environ["DAGSTER_HOME"] = before
 
 
 def kill_fleet_run_midway(home: Path, dagster_home: Path) -> str:
