@@ -34,9 +34,9 @@ Cases (each: product seconds, anchor seconds, ratio = product / anchor, peak RSS
 - ``merge-K-days``: the merge run (merged analyses, analyst catalog, report) over K = 1, 2, 4, 8 day
   partitions of ``--samples`` / 4 each (no anchor: its cost against the number of partitions).
 - ``split-K``: `fleet ingest` of one day whose source delivered its samples in K files (K = 2, 4, 8),
-  read in K slices (processes of their own, as many at once as the machine has cores) and merged vs the
-  same files read in one pass (no target: what splitting gains on this machine; also the merge's seconds
-  against K).
+  read in K slices (one after another from their task files, as the steps of a day's run on the default
+  in-process executor read them) and merged vs the same files read in one pass (no target: what splitting
+  gains on this machine; also the merge's seconds against K).
 - ``partials-K`` (and ``partials-K-by-time``): the day's sample-scanning analyses (server windows, per-run
   statistics, histograms) over the day published in K files (a split day's slices), each file aggregated
   alone and the parts merged, vs the same day published in one file (no target: what the parts cost or
@@ -859,7 +859,7 @@ def side_split(args: dict) -> dict:
     """The day read in slices and merged (``slice_bytes`` > 0), or in one pass; seconds of each phase."""
     from pipelines.lib.ingest.day import ingest_day
     from pipelines.lib.ingest.promote import _promote
-    from pipelines.lib.ingest.split import merge_day, read_slices, settle_day
+    from pipelines.lib.ingest.split import merge_day, read_task, settle_day, write_tasks
     from pipelines.lib.paths import DataHome
     from pipelines.lib.settings import DEFAULT_LIMITS
     from workload_model.catalog import load_hardware
@@ -876,7 +876,7 @@ def side_split(args: dict) -> dict:
             slices = settle_day(home, args["day"], platforms, limits)
             assert len(slices) == args["slices"], len(slices)
             t1 = time.perf_counter()
-            parts = read_slices(home, slices)
+            parts = [read_task(t, "bench") for t in write_tasks(home, slices)]
             t2 = time.perf_counter()
             result = merge_day(home, slices[0].root, parts)
             t3 = time.perf_counter()
@@ -886,8 +886,6 @@ def side_split(args: dict) -> dict:
         out = _promote(home, args["day"], result)
         seconds = time.perf_counter() - t0
     assert out.promoted, out.checks
-    # the slices' processes (an upper bound: Linux counts a child's size at fork, before its exec)
-    phases["slice_rss_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     return {"seconds": seconds, "rows": out.result.samples_rows, **phases}
 
 
@@ -896,7 +894,7 @@ def side_lake_in_parts(args: dict) -> dict:
     in one (``slices`` 0: one pass); kept under ``args["tmp"]`` for side_day_partials (its path: ``home``)."""
     from pipelines.lib.ingest.day import ingest_day
     from pipelines.lib.ingest.promote import _promote
-    from pipelines.lib.ingest.split import merge_day, read_slices, settle_day
+    from pipelines.lib.ingest.split import ingest_slice, merge_day, settle_day
     from pipelines.lib.paths import DataHome
     from pipelines.lib.settings import DEFAULT_LIMITS
     from workload_model.catalog import load_hardware
@@ -907,7 +905,7 @@ def side_lake_in_parts(args: dict) -> dict:
         size = sum(p.stat().st_size for p in Path(args["tree"]).rglob("utilisation_samples-*.parquet"))
         limits = dataclasses.replace(DEFAULT_LIMITS, slice_bytes=math.ceil(size / args["slices"]))
         slices = settle_day(home, args["day"], platforms, limits)
-        result = merge_day(home, slices[0].root, read_slices(home, slices))
+        result = merge_day(home, slices[0].root, [ingest_slice(home, piece) for piece in slices])
     else:
         result = ingest_day(home, args["day"], platforms)
     assert _promote(home, args["day"], result).promoted
@@ -1034,7 +1032,7 @@ def quantiles_cases(data: Path, tmp: Path, n: int, r: int) -> list[dict]:
 
 
 def split_cases(data: Path, tmp: Path, n: int, r: int) -> list[dict]:
-    """A day in K slices on this machine's cores vs in one pass, for K = 2, 4, 8; the merge's seconds."""
+    """A day in K slices vs in one pass, for K = 2, 4, 8; the merge's seconds."""
     rows = []
     for k in (2, 4, 8):
         tree = split_day(data, n, k)
@@ -1043,7 +1041,6 @@ def split_cases(data: Path, tmp: Path, n: int, r: int) -> list[dict]:
         ours = [measure("side_split", **args, slice_bytes=math.ceil(size / k)) for _ in range(r)]
         base = [measure("side_split", **args, slice_bytes=0) for _ in range(r)]
         med = {key: statistics.median(x[key] for x in ours) for key in ("settle_s", "slices_s", "merge_s")}
-        slice_rss = max(x["slice_rss_mb"] for x in ours)
         row = {
             "case": f"split-{k}",
             "product_s": statistics.median(x["seconds"] for x in ours),
@@ -1055,8 +1052,7 @@ def split_cases(data: Path, tmp: Path, n: int, r: int) -> list[dict]:
             "target": None,
             "ok": True,
             "note": f"{n:,} samples in {k} files: {k} slices vs one pass; settle {med['settle_s']:.1f} s, "
-            f"slices {med['slices_s']:.1f} s, merge {med['merge_s']:.1f} s; a slice's process <= "
-            f"{slice_rss:.0f} MB",
+            f"slices {med['slices_s']:.1f} s, merge {med['merge_s']:.1f} s",
         }
         row["ratio"] = row["product_s"] / row["anchor_s"]
         rows.append(row)

@@ -427,6 +427,10 @@ def _run_on_workers(
     # The instance's run launcher reads its broker from $FLEET_BROKER (dagster.workers.yaml): --broker too.
     os.environ[BROKER.env] = settings.broker
     job, daily, _ = nightly_graph()
+    config = run_config(home, settings.ingest)
+    if settings.ingest.slice_bytes:  # the steps of a day, its slices among them, are shared by the workers
+        config["execution"] = {"config": workers.step_executor()}
+        config["resources"]["io_manager"] = {"config": {"base_dir": str(home.step_outputs)}}
     launched = workers.launch_days(
         instance,
         settings.broker,
@@ -434,12 +438,13 @@ def _run_on_workers(
         dg.reconstructable(nightly_job).get_python_origin(),
         daily,
         todo,
-        run_config(home, settings.ingest),
+        config,
         tags_for,
     )
     failed: list[workers.DayOutcome] = []
 
     def finished(o: workers.DayOutcome) -> None:
+        shutil.rmtree(home.step_outputs / o.run_id, ignore_errors=True)  # what its steps handed on
         if o.status != dg.DagsterRunStatus.SUCCESS:
             failed.append(o)
             progress(f"  [x] {o.day}: run {o.run_id[:8]} {o.status.value.lower()}: {o.error}")

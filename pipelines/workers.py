@@ -1,9 +1,10 @@
 """Days on workers: each day's run of the nightly job is launched by the instance's run launcher,
 dagster-celery's ``CeleryRunLauncher`` (named in the instance's dagster.yaml), as its Celery task on a Redis
-broker, and executed whole by whichever `fleet worker` takes it with dagster-celery's own run task
-(in-process inside the worker, as a local day is). Workers open the same instance ($DAGSTER_HOME: its
-database is PostgreSQL, so workers on other machines reach it); the run configuration names the data home
-and the lake.
+broker, and executed by whichever `fleet worker` takes it with dagster-celery's own run task: in-process
+inside the worker, as a local day is, or, when days are read in slices, with dagster-celery's executor,
+whose step tasks (a day's slices among them) every `fleet worker` also serves, on a queue of their own.
+Workers open the same instance ($DAGSTER_HOME: its database is PostgreSQL, so workers on other machines
+reach it); the run configuration names the data home and the lake.
 
 A worker names itself on the run (``fleet/worker``) the moment it takes it, so a worker killed mid-day leaves
 a run that the waiting `fleet run` (or any later one) marks failed; running the day again redoes it whole
@@ -12,26 +13,31 @@ a run that the waiting `fleet run` (or any later one) marks failed; running the 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import signal
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import dagster as dg
 
 from pipelines.lib.errors import Unavailable
 from pipelines.lib.procs import this_worker
-from pipelines.lib.settings import scrubbed, shown
+from pipelines.lib.settings import BROKER, WORKER_NAME, scrubbed, shown
 from pipelines.runs import FINISHED, WORKER_TAG, fail_dead_runs
 
-QUEUE = "dagster"  # dagster-celery's queue
-SLICE_TASK = "fleet.ingest_slice"
+QUEUE = "dagster"  # dagster-celery's queue: the day runs
+STEP_QUEUE = "fleet-steps"  # the steps of day runs executed by dagster-celery's executor
 CELERY_WORKER_TAG = "fleet/celery_worker"  # the worker's Celery name (fleet@host by default)
 POLL_S = 0.5
+_IN_RUN_TASK = contextlib.ExitStack()
 
 
 class NoWorker(Unavailable):
@@ -62,50 +68,39 @@ def _app_config() -> dict:
 
 
 def celery_app(broker: str):
-    """The Celery app of dagster-celery's run task on ``broker`` (results kept on the same Redis), and of
-    the task that reads a slice another worker offered."""
+    """The Celery app of dagster-celery's run and step tasks on ``broker`` (results on the same Redis)."""
     from dagster_celery.make_app import make_app
-    from dagster_celery.tasks import create_execute_job_task
+    from dagster_celery.tasks import create_execute_job_task, create_task
 
     app = make_app({"broker": broker, "backend": broker, "include": [], "config_source": _app_config()})
     create_execute_job_task(app)
-    app.task(bind=True, name=SLICE_TASK, ignore_result=True)(_read_offered_slice)
+    create_task(app)
     return app
 
 
-def _read_offered_slice(task, task_file: str) -> str:
-    """A slice of a split day another worker offered, read here unless someone has it already."""
-    from pipelines.lib.ingest.split import offered_slice
-
-    return offered_slice(task_file, f"{task.request.hostname} (process {os.getpid()})")
-
-
-def offer_to(broker: str) -> Callable[[list[Path]], None]:
-    """How a day running on a worker offers its slices to the other workers of ``broker``."""
-
-    def offer(tasks: list[Path]) -> None:
-        # Offering is help, not a duty: if the broker fails, the day's machine reads every slice itself.
-        try:
-            app = celery_app(broker)
-            for t in tasks:
-                app.send_task(SLICE_TASK, args=[str(t)], queue=QUEUE, ignore_result=True)
-        except Exception as err:  # kombu's and redis's errors have no common base
-            logging.getLogger(__name__).warning(
-                "slices not offered to other workers (%s): this machine reads them", scrubbed(err, broker)
-            )
-
-    return offer
+def step_executor() -> dict:
+    """The run configuration's executor of a day run whose steps the workers share: dagster-celery's, its
+    steps sent to STEP_QUEUE on the broker of $FLEET_BROKER (named, never written: run configurations are
+    stored and shown)."""
+    broker = {"env": BROKER.env}
+    return {
+        "celery": {"broker": broker, "backend": broker, "config_source": {"task_default_queue": STEP_QUEUE}}
+    }
 
 
 def _name_the_worker(task=None, kwargs=None, **_signal) -> None:
     """Before dagster-celery's run task executes a day's run in this process, name the process (and its
     Celery worker) on the run, so a worker killed mid-day is found (``fail_dead_runs``, the broker's
-    ping). A run already over (canceled while queued) is left alone; dagster's run task then does not
-    start it."""
+    ping), and let the run wait for its steps' tasks. A run already over (canceled while queued) is left
+    alone; dagster's run task then does not start it."""
+    from celery.result import allow_join_result
     from dagster_celery.config import TASK_EXECUTE_JOB_NAME
 
     if task is None or task.name != TASK_EXECUTE_JOB_NAME or not kwargs:
         return
+    # dagster-celery's executor waits for the run's step tasks inside this task (their own queue and
+    # workers: no deadlock); Celery forbids waiting in a task unless told. The process ends with the task.
+    _IN_RUN_TASK.enter_context(allow_join_result())
     # The launcher's arguments, a value dagster serialised: only the run's id is read from them.
     args: Any = dg.deserialize_value(json.dumps(kwargs["execute_job_args_packed"]))
     run_id: str = args.run_id
@@ -117,35 +112,64 @@ def _name_the_worker(task=None, kwargs=None, **_signal) -> None:
             )
 
 
-def serve(broker: str, concurrency: int, name: str) -> None:
+def serve(broker: str, concurrency: int, name: str, steps: int) -> None:
     """Run a Celery worker on ``broker`` until it is stopped (SIGTERM: finish the days in hand, then exit):
-    ``concurrency`` days at a time, each in a fresh process."""
+    ``concurrency`` days at a time, each in a fresh process; beside it, a worker of the steps that day runs
+    share (``steps`` at a time), which stops with it."""
     from celery.signals import task_prerun
+    from celery.utils.nodenames import host_format
 
     # Loaded once here and forked into every day's process: importing starts no thread (polars and DuckDB
     # start theirs on first use, in the day's process).
     import pipelines.lib.ingest.day
     import pipelines.lib.storage.lake
     import pipelines.nightly  # noqa: F401
-    from pipelines.lib.ingest.split import offer_slices_with
 
     logging.getLogger("alembic").setLevel(logging.WARNING)  # the instance's schema checks, once per day
-    offer_slices_with(offer_to(broker))  # forked into the days' processes
+    os.environ[WORKER_NAME.env] = host_format(name)
     task_prerun.connect(_name_the_worker, weak=False)
-    app = celery_app(broker)
-    app.worker_main(
-        [
-            "worker",
-            f"--queues={QUEUE}",
-            f"--concurrency={concurrency}",
-            f"--hostname={name}",
-            "--pool=prefork",
-            "--max-tasks-per-child=1",  # a day's memory goes back to the system when the day ends
-            "--without-gossip",
-            "--without-mingle",
-            "--loglevel=INFO",
-        ]
+    stepper = subprocess.Popen(
+        [sys.executable, "-c", f"from {__name__} import serve_steps; serve_steps({name!r}, {steps})"],
+        env={**os.environ, BROKER.env: broker},  # not in its arguments, which every user of the machine sees
     )
+    try:
+        celery_app(broker).worker_main(_worker_argv(QUEUE, concurrency, name, "INFO"))
+    finally:
+        stepper.terminate()  # a warm shutdown: the steps in hand finish
+        stepper.wait()
+
+
+def serve_steps(name: str, processes: int) -> None:
+    """The step worker of `fleet worker` ``name``: ``processes`` steps at a time, each in a fresh process;
+    it stops when its `fleet worker` is gone."""
+    import pipelines.nightly
+
+    pipelines.nightly.nightly_graph()  # built once, forked into every step's process
+    parent = os.getppid()
+
+    def stop_with_parent() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=stop_with_parent, daemon=True).start()
+    celery_app(os.environ[BROKER.env]).worker_main(
+        _worker_argv(STEP_QUEUE, processes, f"steps.{name}", "WARNING")
+    )
+
+
+def _worker_argv(queue: str, concurrency: int, name: str, loglevel: str) -> list[str]:
+    return [
+        "worker",
+        f"--queues={queue}",
+        f"--concurrency={concurrency}",
+        f"--hostname={name}",
+        "--pool=prefork",
+        "--max-tasks-per-child=1",  # a day's (a step's) memory goes back to the system when it ends
+        "--without-gossip",
+        "--without-mingle",
+        f"--loglevel={loglevel}",
+    ]
 
 
 @dataclass

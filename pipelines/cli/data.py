@@ -208,8 +208,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
         broker = check_broker(args.broker or os.environ.get(BROKER.env, "").strip())
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    print(f"fleet worker {args.name} on {shown(broker)}: {args.concurrency} day(s) at a time", flush=True)
-    workers.serve(broker, args.concurrency, args.name)
+    steps = args.steps or os.cpu_count() or 1
+    what = f"{args.concurrency} day(s), {steps} step(s) at a time"
+    print(f"fleet worker {args.name} on {shown(broker)}: {what}", flush=True)
+    workers.serve(broker, args.concurrency, args.name, steps)
     return ExitCode.DONE
 
 
@@ -515,6 +517,11 @@ def _worker_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--broker", help=BROKER_HELP)
     p.add_argument(
         "--concurrency", type=at_least_one, default=1, help="days at once (default 1: a day uses every core)"
+    )
+    p.add_argument(
+        "--steps",
+        type=at_least_one,
+        help="steps of day runs at once, such as a split day's slices (default: one per core)",
     )
     p.add_argument("--name", default="fleet@%h", help="the worker's name (default fleet@%%h: this host)")
 

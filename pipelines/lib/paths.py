@@ -55,6 +55,12 @@ class DataHome:
         return self.root / "staging"
 
     @property
+    def step_outputs(self) -> Path:
+        """What the steps of a run executed in other processes hand on (a split day's task files), per run:
+        the IO manager's folder of runs on the workers."""
+        return self.staging / "step_outputs"
+
+    @property
     def partials_cache(self) -> Path:
         """Per-part aggregates of a split day's samples, left by its slices for the day's analyses."""
         return self.root / "cache" / "partials"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,6 +90,13 @@ WORKER_SILENCE_S = Setting(
     "failed.",
     unit="s",
 )
+WORKER_NAME = Setting(
+    "FLEET_WORKER_NAME",
+    "",
+    "Set by `fleet worker` (its name) for the day runs and steps it executes, where a split day's `slices` "
+    "metadata names who read each slice; not for users to set.",
+    shown_default="(the host's name)",
+)
 LAKE_CACHE = Setting(
     "FLEET_LAKE_CACHE_BYTES",
     8 << 30,
@@ -152,14 +160,10 @@ LIMITS: dict[str, Setting] = {
         "FLEET_SLICE_BYTES",
         0,
         "A day whose utilisation-sample files hold more than this is split into slices of about this size "
-        "(by source, then in landing order), read in processes of their own and merged (0: never). Off by "
-        "default: one pass already keeps 1.3 cores busy, and on 2 cores a split day took 1.2-1.9x as long.",
+        "(by source, then in landing order), each read as a step of the day's run and merged (0: never). "
+        "Off by default: one pass already keeps 1.3 cores busy, and on 2 cores a split day took 1.2-1.9x as "
+        "long.",
         unit="bytes",
-    ),
-    "slice_processes": Setting(
-        "FLEET_SLICE_PROCESSES",
-        0,
-        "Slices read at once on the machine that runs the day (0: one per core).",
     ),
     "quantile_values": Setting(
         "FLEET_QUANTILE_VALUES",
@@ -221,7 +225,6 @@ class IngestLimits:
     max_rejects_per_file: int = LIMITS["max_rejects_per_file"].default
     raw_record_max_bytes: int = LIMITS["raw_record_max_bytes"].default
     slice_bytes: int = LIMITS["slice_bytes"].default
-    slice_processes: int = LIMITS["slice_processes"].default
     quantile_values: int = LIMITS["quantile_values"].default
     duckdb_memory: str = LIMITS["duckdb_memory"].default
 
@@ -261,7 +264,6 @@ LEAST = {
     "max_rejects_per_file": 1,
     "raw_record_max_bytes": 1 << 10,
     "slice_bytes": 0,
-    "slice_processes": 0,
     "quantile_values": 1_000,
 }
 DEFAULT_LIMITS = IngestLimits()
@@ -361,6 +363,12 @@ class Settings:
         )
 
 
+def reader_name() -> str:
+    """Who this process is, in words for a day's record: its `fleet worker`'s name, else its host, and its
+    pid."""
+    return f"{os.environ.get(WORKER_NAME.env) or socket.gethostname()} (process {os.getpid()})"
+
+
 # Every setting, in the order the reference page lists them.
 SETTINGS: tuple[Setting, ...] = (
     HOME,
@@ -370,6 +378,7 @@ SETTINGS: tuple[Setting, ...] = (
     POOL_WAIT_S,
     WORKER_WAIT_S,
     WORKER_SILENCE_S,
+    WORKER_NAME,
     LAKE_CACHE,
     *LIMITS.values(),
     ALERT_WEBHOOK,

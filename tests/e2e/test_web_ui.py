@@ -44,11 +44,18 @@ def dagster_dev(landed, tmp_path):
     # The instance starts with both slots of the run queue (limit 2) held by runs that SIGKILLed
     # `fleet run`s left STARTED: the daemon must recover the queue by itself.
     dh, killed = dead_run_home(tmp_path, 2)
+    # The landed day's samples in two files, each a slice: the day is read as steps of its run.
+    samples = landed.landing / "synthetic" / DAY / "utilisation_samples.jsonl"
+    lines = samples.read_bytes().splitlines(keepends=True)
+    for k, part in enumerate((lines[: len(lines) // 2], lines[len(lines) // 2 :])):
+        (samples.parent / f"utilisation_samples-{k}.jsonl").write_bytes(b"".join(part))
+    samples.unlink()
     port = _free_port()
     env = {
         **os.environ,
         "DAGSTER_HOME": str(dh),
         "FLEET_HOME": str(landed.root),
+        "FLEET_SLICE_BYTES": "1",
         "DAGSTER_DISABLE_TELEMETRY": "1",
     }
     log = open(tmp_path / "dagster_dev.log", "w")  # noqa: SIM115 - open while the server runs, closed below
@@ -145,6 +152,17 @@ def test_ui_serves_graph_schedule_and_sensor_and_sensor_launches_one_run(dagster
     assert {r["jobName"] for r in by_id.values()} == {"nightly"}
     tags = {t["key"]: t["value"] for t in runs[0]["tags"]}
     assert tags["dagster/partition"] == DAY and runs[0]["status"] == "SUCCESS"
+    # The day was read in two slices, each a step of the run the UI shows, with its own status and timing.
+    steps = _graphql(
+        port,
+        f'{{ runOrError(runId: "{runs[0]["runId"]}") {{ ... on Run {{ stepStats '
+        "{ stepKey status startTime endTime } } } }",
+    )["runOrError"]["stepStats"]
+    by_key = {s["stepKey"]: s for s in steps}
+    sliced = sorted(k for k in by_key if k.startswith("raw_ingest.read_slice["))
+    assert sliced == [f"raw_ingest.read_slice[s00{k}_synthetic]" for k in (0, 1)], by_key
+    for key in [*sliced, "raw_ingest.settle_day_slices", "raw_ingest.promote_raw_day"]:
+        assert by_key[key]["status"] == "SUCCESS" and by_key[key]["endTime"] >= by_key[key]["startTime"]
     assert home.catalog_path.exists() and home.report_path.exists()
 
     proc.send_signal(signal.SIGINT)

@@ -4,6 +4,7 @@ instance in a real PostgreSQL, all on 127.0.0.1. The lake they write equals an i
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -308,19 +309,32 @@ def test_a_split_day_is_read_by_both_workers_and_writes_the_in_process_lake(pg, 
     try:
         p = run(
             [str(BIN / "fleet"), "run", "--home", str(home.root), "--executor", "celery"],
-            env={**env, "FLEET_SLICE_BYTES": "1", "FLEET_SLICE_PROCESSES": "1"},
+            env={**env, "FLEET_SLICE_BYTES": "1"},
         )
     finally:
         for w in workers:
             _stop(w)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert_same_lakes(home, reference)
-    # The day ran on one worker, which offered its slices to the other; the other read some of them.
-    ((_, status, day_worker),) = _day_runs(pg, home).values()
-    assert status == "SUCCESS"
-    other = logs[0] if day_worker.startswith("s2") else logs[1]
-    text = other.read_text()
-    assert "fleet.ingest_slice" in text and "read slice s0" in text and f"of day {DAYS[0]}" in text, text[
-        -3000:
-    ]
+    # The day ran on one worker; its slices were steps of its run, which both workers read.
+    ((run_id, (_, status, day_worker)),) = _day_runs(pg, home).items()
+    assert status == "SUCCESS" and day_worker
+    read_by = _slices_read_by(pg, run_id)
+    assert len(read_by) == 8 and {who.split("@")[0] for who in read_by} == {"s1", "s2"}, read_by
+    steps = {k for (k,) in _sql(pg, "SELECT DISTINCT step_key FROM event_logs WHERE run_id = %s", run_id)}
+    assert sum(k.startswith("raw_ingest.read_slice[s00") for k in steps if k) == 8, steps
+    assert not list(home.step_outputs.iterdir())  # what the steps handed on went with the run
     assert PASSWORD not in p.stdout + p.stderr + "".join(log.read_text() for log in logs)
+    assert not _sql(pg, "SELECT 1 FROM runs WHERE run_body LIKE %s LIMIT 1", f"%{PASSWORD}%")
+
+
+def _slices_read_by(pg: int, run_id: str) -> list[str]:
+    """Who read each slice of the run's day: the samples' ``slices`` metadata, as the run recorded it."""
+    (event,) = _sql(
+        pg,
+        "SELECT event FROM event_logs WHERE run_id = %s AND dagster_event_type = 'ASSET_MATERIALIZATION' "
+        "AND asset_key LIKE %s",
+        run_id,
+        '%"utilisation_samples"%',
+    )
+    return re.findall(r'read_by\\?": \\?"([^"\\]+)', event[0])

@@ -1,6 +1,6 @@
-"""A day larger than a slice, ingested by the Dagster asset: read in slices in processes of their own,
-merged, published as one day, its analyses taken from the aggregates the slices left; the lake equals
-the one the same day read in one pass gives."""
+"""A day larger than a slice, ingested by the Dagster asset: read in slices, one step each, merged,
+published as one day, its analyses taken from the aggregates the slices left; the lake equals the one the
+same day read in one pass gives."""
 
 import dataclasses
 import json
@@ -19,8 +19,7 @@ from synthetic_fleet.writers import write_day
 from tests.support.homes import DAY
 from tests.support.lake_state import assert_same_lakes
 
-# slices are read in processes of their own, inside the Dagster asset
-pytestmark = pytest.mark.usefixtures("fleet_cli", "night")
+pytestmark = pytest.mark.usefixtures("night")
 
 
 def _ingest(definitions, home: DataHome, **limits) -> dg.ExecuteInProcessResult:
@@ -48,7 +47,7 @@ def test_a_day_read_in_slices_publishes_the_day_read_in_one_pass(tmp_path, defin
     shutil.copytree(split.landing, whole.landing)
 
     # and each exact p50/p95 query over batches of runs of about 1,000 values, in the slices and the day
-    result = _ingest(definitions, split, slice_bytes=1, slice_processes=2, quantile_values=1_000)
+    result = _ingest(definitions, split, slice_bytes=1, quantile_values=1_000)
     assert result.success and all(c.passed for c in result.get_asset_check_evaluations())
     samples = next(
         m for m in result.get_asset_materialization_events() if m.asset_key.path == ["utilisation_samples"]

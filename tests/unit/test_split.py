@@ -10,11 +10,6 @@ import gzip
 import json
 import os
 import shutil
-import socket
-import subprocess
-import sys
-import threading
-import time
 
 import polars as pl
 import pytest
@@ -29,10 +24,10 @@ from pipelines.lib.ingest.split import (
     SliceFailed,
     ingest_slice,
     merge_day,
-    offered_slice,
     plan_slices,
-    read_slices,
+    read_task,
     settle_day,
+    write_tasks,
 )
 from pipelines.lib.settings import DEFAULT_LIMITS
 from pipelines.lib.storage.landing import day_files
@@ -146,14 +141,16 @@ def test_a_retried_slice_starts_again_and_the_merge_is_unchanged(busy_day, hw):
     whole.discard()
 
 
-@pytest.mark.usefixtures("fleet_cli")
-def test_slices_read_in_processes_of_their_own_give_the_same_day(busy_day, hw):
+def test_slices_read_from_their_task_files_give_the_same_day(busy_day, hw):
+    """As a step reads a slice wherever the executor runs it: from its task file alone."""
     whole = ingest_day(busy_day, DAY, hw.platforms, now=NOW)
     want = _frames(whole)
     whole.discard()
     limits = dataclasses.replace(DEFAULT_LIMITS, slice_bytes=300_000)
     slices = settle_day(busy_day, DAY, hw.platforms, limits, now=NOW)
-    merged = merge_day(busy_day, slices[0].root, read_slices(busy_day, slices, processes=2))
+    tasks = write_tasks(busy_day, slices)
+    merged = merge_day(busy_day, slices[0].root, [read_task(t, f"step {k}") for k, t in enumerate(tasks)])
+    assert [s["read_by"] for s in merged.slices] == [f"step {k}" for k in range(len(slices))]
     got = _frames(merged)
     merged.discard()
     for name in want:
@@ -163,138 +160,31 @@ def test_slices_read_in_processes_of_their_own_give_the_same_day(busy_day, hw):
 def test_a_failing_slice_names_itself_its_files_and_its_error(busy_day, hw):
     limits = dataclasses.replace(DEFAULT_LIMITS, slice_bytes=1)
     slices = settle_day(busy_day, DAY, hw.platforms, limits, now=NOW)
-    (slices[2].root / "slice-2.lock").mkdir()  # the slice cannot be claimed
+    tasks = write_tasks(busy_day, slices)
+    (slices[2].root / "slice-2").write_text("")  # its folder cannot be made
     with pytest.raises(SliceFailed) as err:
-        read_slices(busy_day, slices, processes=1)
+        read_task(tasks[2], "r")
     text = str(err.value)
     assert f"day {DAY}: slice {slices[2].key} (1 files of source {slices[2].source}: " in text
-    assert "failed (exit code 1); nothing of the day was written" in text
-    assert "IsADirectoryError" in text and "slice-2.lock" in text
-    # the slices after it were not started
-    assert not [p for p in slices[3].root.glob("slice-3.*") if p.is_dir()]
+    assert "could not be read; nothing of the day was written: FileExistsError" in text
+    assert "slice-2" in text
+    shutil.rmtree(slices[0].root)
 
 
-def test_slices_offered_elsewhere_are_read_once_by_whoever_claims_them(busy_day, hw):
+def test_a_slice_is_read_only_as_the_day_would(busy_day, hw):
+    """Read on another machine, a slice whose files differ there, or by other ingest code, is refused."""
     limits = dataclasses.replace(DEFAULT_LIMITS, slice_bytes=1)
     slices = settle_day(busy_day, DAY, hw.platforms, limits, now=NOW)
-    said = []
-
-    def offer(tasks):  # another machine takes the first two at once, and is offered them again later
-        said.extend(offered_slice(str(t), "remote-1") for t in [*tasks[:2], tasks[0]])
-
-    merged = merge_day(busy_day, slices[0].root, read_slices(busy_day, slices, processes=2, offer=offer))
-    assert said == [
-        f"read slice {slices[0].key} of day {DAY}",
-        f"read slice {slices[1].key} of day {DAY}",
-        f"nothing to do: slice {slices[0].key} of day {DAY} is read elsewhere",
-    ]
-    by = [s["read_by"] for s in merged.slices]
-    assert by[:2] == ["remote-1", "remote-1"] and all(b.startswith(socket.gethostname()) for b in by[2:])
-    assert [s["slice"] for s in merged.slices] == [s.key for s in slices]
-    whole = ingest_day(busy_day, DAY, hw.platforms, now=NOW)
-    assert merged.ingest_ledger.equals(whole.ingest_ledger) and merged.samples_rows == whole.samples_rows
-    merged.discard()
-    whole.discard()
-    late = offered_slice(str(slices[0].root / "slice-0.task.json"), "late")
-    assert late == "nothing to do: its day is over"
-
-
-def _holder(piece: Slice, tmp_path, then: str) -> subprocess.Popen:
-    """A process on "another machine" that holds ``piece``'s claim, then runs ``then``; returned once it
-    holds it."""
-    held = tmp_path / "held"
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import os, signal, time, pathlib; from filelock import FileLock; "
-            f"lock = FileLock({str(piece.root / f'slice-{piece.index}.lock')!r}); lock.acquire(); "
-            f"pathlib.Path({str(held)!r}).touch(); {then}",
-        ]
-    )
-    while not held.exists():
-        assert holder.poll() is None
-        time.sleep(0.05)
-    return holder
-
-
-@pytest.mark.usefixtures("fleet_cli")
-def test_a_slice_whose_reader_was_killed_is_read_again(busy_day, hw, tmp_path):
-    limits = dataclasses.replace(DEFAULT_LIMITS, slice_bytes=1)
-    slices = settle_day(busy_day, DAY, hw.platforms, limits, now=NOW)
-    # another machine's reader claims slice 1 and hangs until it is killed
-    holder = _holder(slices[1], tmp_path, "time.sleep(600)")
-    killer = threading.Timer(3.0, holder.kill)
-    killer.start()
-    try:
-        started = time.monotonic()
-        merged = merge_day(busy_day, slices[0].root, read_slices(busy_day, slices, processes=2))
-    finally:
-        killer.cancel()
-        holder.kill()
-        holder.wait()
-    assert time.monotonic() - started >= 3.0  # it waited for the live holder
-    assert merged.samples_rows == ingest_day(busy_day, DAY, hw.platforms, now=NOW).samples_rows
-    assert merged.slices[1]["read_by"].startswith(socket.gethostname())
-    merged.discard()
-
-
-@pytest.mark.usefixtures("fleet_cli")
-def test_a_slice_whose_holder_went_silent_is_read_beside_it(busy_day, hw, tmp_path, monkeypatch):
-    monkeypatch.setattr(split, "SILENT_S", 2.0)
-    limits = dataclasses.replace(DEFAULT_LIMITS, slice_bytes=1)
-    slices = settle_day(busy_day, DAY, hw.platforms, limits, now=NOW)
-    # another machine's reader claims slice 1, then stops (SIGSTOP, a stalled mount): its lock stays
-    holder = _holder(slices[1], tmp_path, "os.kill(os.getpid(), signal.SIGSTOP)")
-    try:
-        started = time.monotonic()
-        merged = merge_day(busy_day, slices[0].root, read_slices(busy_day, slices, processes=2))
-        assert time.monotonic() - started >= 2.0  # it waited for the holder to go silent
-    finally:
-        holder.kill()
-        holder.wait()
-    assert merged.samples_rows == ingest_day(busy_day, DAY, hw.platforms, now=NOW).samples_rows
-    assert merged.slices[1]["read_by"].startswith(socket.gethostname())
-    merged.discard()
-
-
-def test_the_first_reading_to_finish_is_the_slice_and_a_late_one_is_dropped(busy_day, hw):
-    limits = dataclasses.replace(DEFAULT_LIMITS, slice_bytes=1)
-    piece = settle_day(busy_day, DAY, hw.platforms, limits, now=NOW)[0]
-    assert split.read_attempt(busy_day, piece, "first") is True
-    assert split.read_attempt(busy_day, piece, "late") is False
-    attempts = [p for p in piece.root.glob("slice-0.*") if p.is_dir()]
-    assert len(attempts) == 1 and (piece.root / "slice-0.done").read_text().startswith(attempts[0].name)
-    shutil.rmtree(piece.root)
-
-
-def test_another_machine_reads_an_offered_slice_only_as_the_day_would(busy_day, hw, tmp_path):
-    limits = dataclasses.replace(DEFAULT_LIMITS, slice_bytes=1)
-    slices = settle_day(busy_day, DAY, hw.platforms, limits, now=NOW)
-    tasks = []
-    for piece in slices[:3]:
-        tasks.append(piece.root / f"slice-{piece.index}.task.json")
-        day_handoff.save_task(tasks[-1], busy_day, piece)
-    foreign = tmp_path / "slice-0.task.json"
-    foreign.write_bytes(tasks[0].read_bytes())
-    assert offered_slice(str(foreign), "r").startswith("refused: ")
-    # a file of slice 0 changed since the day's machine listed it
+    tasks = write_tasks(busy_day, slices[:2])
     settled = day_handoff.load_settled(busy_day, slices[0].root / split.SETTLED)
-    changed = settled.book.files[slices[0].files[0]].lf.path
-    os.utime(changed, ns=(1, 1))
-    assert offered_slice(str(tasks[0]), "r") == (
-        f"declined slice {slices[0].key} of day {DAY}: {settled.book.files[slices[0].files[0]].lf.relpath} "
-        "differs here or cannot be read"
-    )
-    # another version of the ingest code
+    changed = settled.book.files[slices[0].files[0]].lf
+    os.utime(changed.path, ns=(1, 1))  # changed since the day's machine listed it
+    with pytest.raises(SliceFailed, match=f"{changed.relpath} differs here or cannot be read"):
+        read_task(tasks[0], "r")
     day_handoff.save_task(tasks[1], busy_day, dataclasses.replace(slices[1], code="0" * 16))
-    assert "the ingest code here differs from the day's" in offered_slice(str(tasks[1]), "r")
-    # a failure here is left to the day's machine: no claim kept, nothing written for the day to fail on
-    (slices[2].root / "slice-2.lock").mkdir()
-    said = offered_slice(str(tasks[2]), "r")
-    assert said.startswith(f"failed here, left to the day's machine: slice {slices[2].key}")
-    assert not (slices[2].root / "slice-2.done").exists()
-    assert not [p for p in slices[2].root.glob("slice-2.*") if p.is_dir() and p.name != "slice-2.lock"]
+    with pytest.raises(SliceFailed, match="the ingest code here differs from the day's"):
+        read_task(tasks[1], "r")
+    assert not (slices[0].root / "slice-0").exists() and not (slices[1].root / "slice-1").exists()
     shutil.rmtree(slices[0].root)
 
 
@@ -319,21 +209,22 @@ def test_states_cross_processes_as_plain_versioned_data(busy_day, hw):
     part = ingest_slice(busy_day, slices[0])
     read = day_handoff.load_slice(part, limits)
     assert read.files and read.parts and read.slices[0]["slice"] == slices[0].key
+    (task,) = write_tasks(busy_day, slices[1:2])
     suffixes = {p.suffix for p in root.rglob("*") if p.is_file()}
-    assert suffixes <= {".json", ".parquet", ".lock", ".alive", ".done", ".stderr"}, suffixes
+    assert suffixes <= {".json", ".parquet"}, suffixes
     first["version"] = day_handoff.VERSION + 1
     settled.write_text(json.dumps(first))
     with pytest.raises(
         day_handoff.HandoffVersion, match=f"this code reads 'settled-day' version {day_handoff.VERSION}"
     ):
         day_handoff.load_settled(busy_day, settled)
-    task = root / "slice-1.task.json"
-    day_handoff.save_task(task, busy_day, slices[1])
     body = json.loads(task.read_text())
     task.write_text(json.dumps({**body, "version": 0}))
-    assert offered_slice(str(task), "r").startswith(f"declined: {task} is not a task this code reads")
+    with pytest.raises(day_handoff.HandoffVersion):
+        read_task(task, "r")
     task.write_bytes(b"\x80\x04K\x01.")  # a pickle is data that does not parse, never code that runs
-    assert offered_slice(str(task), "r").startswith(f"declined: {task} is not a task this code reads")
+    with pytest.raises(ValueError):
+        read_task(task, "r")
     shutil.rmtree(root)
 
 
@@ -350,7 +241,7 @@ def _analyses(day, cache):
 def test_a_large_hostile_day_read_in_slices_equals_one_pass(home, hw, models):
     """Hundreds of thousands of samples in 8 files of one source: a bad line 5 lines from the end of the
     7th file (the fast tiers' late-failure case), the last 1,000 samples of the 3rd file delivered again
-    at the end of the 8th (keys repeated across slices), read in 8 slices by 2 processes."""
+    at the end of the 8th (keys repeated across slices), read in 8 slices."""
     write_day(sample_day(DAY, 240, 57, hw, models), home.landing, source="fleet", fmt="jsonl")
     folder = home.landing / "fleet" / DAY
     whole_file = folder / "utilisation_samples.jsonl"
@@ -372,7 +263,7 @@ def test_a_large_hostile_day_read_in_slices_equals_one_pass(home, hw, models):
     limits = dataclasses.replace(DEFAULT_LIMITS, slice_bytes=1)
     slices = settle_day(home, DAY, hw.platforms, limits, now=NOW)
     assert len(slices) == 8
-    merged = merge_day(home, slices[0].root, read_slices(home, slices, processes=2))
+    merged = merge_day(home, slices[0].root, [ingest_slice(home, s) for s in slices])
     got = _frames(merged)
     assert merged.samples_rows == whole.samples_rows > 500_000
     # the day's analyses over the 8 parts, taking the slices' aggregates, equal them over the one file

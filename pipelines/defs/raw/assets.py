@@ -1,14 +1,19 @@
 """Raw layer: one landing day -> validated Parquet (runs, utilisation_samples; metric_samples and the runs and
 samples derived from them), quarantine, ledger and extra fields."""
 
+from pathlib import Path
+
 import dagster as dg
 
 from pipelines.defs.metadata import OWNERS, description, preview, spec_metadata
 from pipelines.defs.partitions import LANDING_DAYS
 from pipelines.defs.resources import FleetHome
-from pipelines.lib.ingest import LANDING_TABLES, METRICS, advice, ingest_partition
+from pipelines.lib.ingest import LANDING_TABLES, METRICS, advice
+from pipelines.lib.ingest.promote import promote_day, settle_slices
+from pipelines.lib.ingest.split import load_task, read_task
 from pipelines.lib.ingest.volume import failing
 from pipelines.lib.operations.monitoring import partition_row_counts, row_count_anomaly
+from pipelines.lib.settings import reader_name
 from pipelines.lib.storage.landing import not_read, not_read_warning
 
 RAW_TABLES = (
@@ -21,6 +26,7 @@ RAW_TABLES = (
     "sample_volume",
 )
 LANDING = dg.AssetKey("landing_files")
+SKIPPABLE = (*LANDING_TABLES, METRICS)  # not written when the day's blocking checks fail
 
 
 def _spec(table: str) -> dg.AssetSpec:
@@ -29,11 +35,10 @@ def _spec(table: str) -> dg.AssetSpec:
         group_name="raw",
         kinds={"polars", "parquet"},
         owners=OWNERS,
-        deps=[LANDING],
         description=description(table),
         metadata=spec_metadata(table),
         tags={"layer": "raw"},
-        skippable=table in (*LANDING_TABLES, METRICS),
+        skippable=table in SKIPPABLE,
     )
 
 
@@ -106,22 +111,35 @@ def _written_metadata(home, result, table: str, where: str) -> dict:
     return meta
 
 
-@dg.multi_asset(
-    name="raw_ingest", specs=[_spec(t) for t in RAW_TABLES], partitions_def=LANDING_DAYS, check_specs=CHECKS
+@dg.op(ins={"landing": dg.In(dg.Nothing)}, out=dg.DynamicOut(str))
+def settle_day_slices(context: dg.OpExecutionContext, fleet: FleetHome):
+    """The day's runs settled and one output per slice (its task file); none when the day fits one pass."""
+    home = fleet.data_home()
+    for task in settle_slices(home, context.partition_key, fleet.hardware().platforms.keys(), fleet.limits()):
+        yield dg.DynamicOutput(str(task), mapping_key=load_task(task)[1].key)
+
+
+@dg.op(
+    retry_policy=dg.RetryPolicy(max_retries=1)
+)  # a lost mount or a full disk may pass; bad rows never fail
+def read_slice(task: str) -> str:
+    """One slice of the day read against its settled runs: the path of its sealed state."""
+    return str(read_task(Path(task), reader_name()))
+
+
+@dg.op(
+    out={
+        **{t: dg.Out(is_required=t not in SKIPPABLE) for t in RAW_TABLES},
+        **{c.get_python_identifier(): dg.Out(dg.Nothing, is_required=False) for c in CHECKS},
+    }
 )
-def raw_ingest(context: dg.AssetExecutionContext, fleet: FleetHome):
-    """Read every landing file of the day, validate each row against its contract, write the day whole.
-
-    A day larger than ``FLEET_SLICE_BYTES`` is read in slices (on every core; on a worker, also offered to
-    the other workers) and merged; the samples' ``slices`` metadata says which process read each.
-
-    The blocking checks run on the validated frames before anything is promoted: if one fails, the ledger,
-    quarantine and extra fields (the explanation) are written, runs and samples are not (the last good
-    partition stays), and downstream assets do not run.
-    """
+def promote_raw_day(context: dg.OpExecutionContext, fleet: FleetHome, parts: list[str]):
+    """The day merged from its slices (or read in one pass), checked and promoted."""
     day = context.partition_key
     home = fleet.data_home()
-    outcome = ingest_partition(home, day, fleet.hardware().platforms.keys(), fleet.limits())
+    outcome = promote_day(
+        home, day, fleet.hardware().platforms.keys(), fleet.limits(), [Path(p) for p in parts]
+    )
     result = outcome.result
     if not outcome.promoted:
         failed = ", ".join(f"{c.table}/{c.name}" for c in outcome.checks if not c.passed)
@@ -168,3 +186,25 @@ def raw_ingest(context: dg.AssetExecutionContext, fleet: FleetHome):
         description=not_read_warning(unread) or "every entry under landing/ belongs to a day",
         metadata={"not_read": dg.MetadataValue.json({e.relpath: e.problem[1] for e in unread[:100]})},
     )
+
+
+@dg.graph_multi_asset(
+    name="raw_ingest",
+    group_name="raw",
+    outs={t: dg.AssetOut.from_spec(_spec(t), is_required=t not in SKIPPABLE) for t in RAW_TABLES},
+    ins={"landing_files": dg.AssetIn(LANDING, dagster_type=dg.Nothing)},
+    partitions_def=LANDING_DAYS,
+    check_specs=CHECKS,
+)
+def raw_ingest(landing_files):
+    """Read every landing file of the day, validate each row against its contract, write the day whole.
+
+    A day larger than ``FLEET_SLICE_BYTES`` is settled, read in slices (one step each, run where the
+    executor puts them) and merged; the samples' ``slices`` metadata says which process read each.
+
+    The blocking checks run on the validated frames before anything is promoted: if one fails, the ledger,
+    quarantine and extra fields (the explanation) are written, runs and samples are not (the last good
+    partition stays), and downstream assets do not run.
+    """
+    parts = settle_day_slices(landing=landing_files).map(read_slice).collect()
+    return promote_raw_day(parts)

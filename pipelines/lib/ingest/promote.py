@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 import polars as pl
 
@@ -15,9 +16,9 @@ from pipelines.lib.ingest.cross_row import SAMPLE_KEY
 from pipelines.lib.ingest.day import ingest_day, reconciliation
 from pipelines.lib.ingest.day_state import METRICS, DayIngest
 from pipelines.lib.ingest.dedupe import read_prior
-from pipelines.lib.ingest.split import merge_day, read_slices, settle_day
+from pipelines.lib.ingest.split import merge_day, read_task, settle_day, write_tasks
 from pipelines.lib.paths import DataHome
-from pipelines.lib.settings import DEFAULT_LIMITS, IngestLimits
+from pipelines.lib.settings import DEFAULT_LIMITS, IngestLimits, reader_name
 from pipelines.lib.storage import lake
 from pipelines.lib.storage.landing import day_files
 
@@ -111,48 +112,62 @@ def ingest_partition(
     platforms: Iterable[str],
     limits: IngestLimits = DEFAULT_LIMITS,
 ) -> PartitionOutcome:
-    """Ingest a day and write it. Ledger, quarantine and extra fields are always written (they explain);
-    runs and samples are promoted only if every blocking check passes, else the last good partition stays.
+    """Ingest a day and write it, outside Dagster: ``settle_slices``, each slice read in this process,
+    ``promote_day`` (the steps of ``raw_ingest``, in order)."""
+    platforms = list(platforms)
+    tasks = settle_slices(home, day, platforms, limits)
+    try:
+        parts = [read_task(t, reader_name()) for t in tasks]
+    except BaseException:
+        if tasks:
+            shutil.rmtree(tasks[0].parent, ignore_errors=True)
+        raise
+    return promote_day(home, day, platforms, limits, parts)
+
+
+def settle_slices(home: DataHome, day: str, platforms: Iterable[str], limits: IngestLimits) -> list[Path]:
+    """The first step of a day whose sample files hold more than ``limits.slice_bytes`` (when set): its runs
+    settled, under the day's lock, and one task file per slice (``split.read_task`` reads one anywhere);
+    [] when the day fits one pass."""
+    if not limits.slice_bytes:
+        return []
+    with lake.store(home).lock(f"day={day}"):
+        slices = settle_day(home, day, list(platforms), limits)
+    return write_tasks(home, slices)
+
+
+def promote_day(
+    home: DataHome, day: str, platforms: Iterable[str], limits: IngestLimits, parts: list[Path]
+) -> PartitionOutcome:
+    """The last step: the day merged from its slices' sealed states (``parts``, in slice order; with none,
+    read here in one pass), then written. Ledger, quarantine and extra fields are always written (they
+    explain); runs and samples only if every blocking check passes, else the last good partition stays.
 
     Writers of one day queue on the lake's lock of that day (across machines sharing the lake); days are
-    read concurrently and promoted one at a time under the lake's promotion lock. If another day accepted
-    one of this day's files or runs meanwhile (the same delivery in two day folders), the day is read again
-    under the lock, so the first delivery wins across days as it does within one. A day whose sample files
-    hold more than ``limits.slice_bytes`` (when set) is read in slices, in processes of their own, and merged
-    (``pipelines.lib.ingest.split``): the same day as one pass gives; on a `fleet worker`, its slices are
-    also offered to the other workers (``split.offer_slices_with``)."""
+    promoted one at a time under the lake's promotion lock. If another day accepted one of this day's files
+    or runs meanwhile (the same delivery in two day folders), the day is read again in one pass under the
+    lock, so the first delivery wins across days as it does within one. The split's folder goes whatever
+    happens."""
     platforms = list(platforms)
     lake_ = lake.store(home)
-    with lake_.lock(f"day={day}"):
-        # left by a killed writer of this day (we hold its lock, so nobody is still writing them)
-        for stale in [*home.staging.glob(f"day={day}.*"), *home.staging.glob(f"split-day={day}.*")]:
-            shutil.rmtree(stale, ignore_errors=True)
-        result = _read_day(home, day, platforms, limits)
-        with lake_.lock("promote"):
-            if _raced(home, day, result):
-                result.discard()
-                result = ingest_day(home, day, platforms, limits=limits)
-            return _promote(home, day, result)
-
-
-def _read_day(
-    home: DataHome,
-    day: str,
-    platforms: list[str],
-    limits: IngestLimits,
-) -> DayIngest:
-    """The day staged: in one pass, or in slices merged when its sample files are larger than a slice."""
-    if not limits.slice_bytes:
-        return ingest_day(home, day, platforms, limits=limits)
-    slices = settle_day(home, day, platforms, limits)
-    if not slices:
-        return ingest_day(home, day, platforms, limits=limits)
+    root = parts[0].parent.parent if parts else None
     try:
-        parts = read_slices(home, slices, limits.slice_processes)
-        return merge_day(home, slices[0].root, parts)
-    except BaseException:
-        shutil.rmtree(slices[0].root, ignore_errors=True)
-        raise
+        with lake_.lock(f"day={day}"):
+            # left by a killed one-pass writer of this day (we hold its lock: nobody is still writing them)
+            for stale in home.staging.glob(f"day={day}.*"):
+                shutil.rmtree(stale, ignore_errors=True)
+            if root is not None:
+                result = merge_day(home, root, parts)
+            else:
+                result = ingest_day(home, day, platforms, limits=limits)
+            with lake_.lock("promote"):
+                if _raced(home, day, result):
+                    result.discard()
+                    result = ingest_day(home, day, platforms, limits=limits)
+                return _promote(home, day, result)
+    finally:
+        if root is not None:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def _promote(home: DataHome, day: str, result: DayIngest) -> PartitionOutcome:

@@ -1,6 +1,7 @@
-"""A day too big for one pass, read in slices on every core of its machine (and, on a Celery worker, by
-the other workers) and merged, with the same result as one pass (when ``IngestLimits.slice_bytes`` is
-set).
+"""A day too big for one pass, read in slices and merged, with the same result as one pass (when
+``IngestLimits.slice_bytes`` is set). Each phase is a step of the day's Dagster run (``raw_ingest``), so the
+executor decides where slices are read: one after another in the run's process, on every core, or on the
+Celery workers; ``promote.ingest_partition`` runs the phases in order outside Dagster.
 
 1. ``settle_day``: the day's runs files and Prometheus samples are read, the runs settled (first delivery
    wins, across files and days) and the runs and samples derived from Prometheus staged, once. The
@@ -17,32 +18,22 @@ set).
 
 The states travel between processes as plain, versioned data in the split's staging folder (under the
 data home, which every process reaching the day reaches): JSON manifests and Parquet side files
-(``day_handoff``). ``read_slices`` runs phase 2 in Python processes of their own, several at a time, so a
-large day uses every core of the machine that runs it; ``claim_slice`` and ``offered_slice`` let other
-machines take part.
+(``day_handoff``); a slice's task file names it (``write_tasks``, ``read_task``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import functools
 import os
-import re
 import shutil
-import socket
-import subprocess
-import sys
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import blake3
-from filelock import FileLock
-from filelock import Timeout as LockHeld
 
 from pipelines.lib.analysis.analytics import store_partials
 from pipelines.lib.ingest import day_handoff
@@ -54,25 +45,8 @@ from pipelines.lib.settings import DEFAULT_LIMITS, IngestLimits
 from pipelines.lib.storage.landing import LandingFile, day_files
 
 SETTLED = "settled.json"
-POLL_S = 0.05
-HEARTBEAT_S = 5.0
-SILENT_S = 60.0  # a slice whose holder showed no life this long is read again by the day's machine
-_TASK = re.compile(r"slice-\d+\.task\.json")
-_SPLIT = re.compile(r"split-day=\d{4}-\d{2}-\d{2}\.[0-9a-f]{12}")
-SLICE_ERROR_LINES = 20  # of a failed slice's process, in its error
+SLICE_ERROR_LINES = 20  # of a failed slice's error, in the day's
 STALE_SPLIT_S = 24 * 3600  # a split's staging folder untouched this long was left by a killed run
-
-
-Offer = Callable[[list[Path]], None]  # sends slices' task files to other machines
-_process_offer: Offer | None = None  # set by a process that runs days for a pool of machines
-
-
-def offer_slices_with(offer: Offer | None) -> None:
-    """From now on, the days this process (and the processes it forks) reads in slices also offer them
-    with ``offer`` (a `fleet worker` sets it to its broker before it forks the processes of its days).
-    Processes of their own, such as a slice's, start without."""
-    global _process_offer
-    _process_offer = offer
 
 
 @dataclass(frozen=True)
@@ -169,12 +143,12 @@ def settle_day(
     ]
 
 
-def ingest_slice(home: DataHome, piece: Slice, who: str = "", folder: str | None = None) -> Path:
-    """Phase 2: read one slice's files against the settled runs, in ``folder`` of the split's folder
-    (``slice-<index>`` by default; ``who`` reads it: for the day's record); the path of its sealed
-    state."""
+def ingest_slice(home: DataHome, piece: Slice, who: str = "") -> Path:
+    """Phase 2: read one slice's files against the settled runs, in the folder ``slice-<index>`` of the
+    split's folder (``who`` reads it: for the day's record); the path of its sealed state. Read again (a
+    retried step), it starts over."""
     settled = day_handoff.load_settled(home, piece.root / SETTLED)
-    staging = piece.root / (folder or f"slice-{piece.index}")
+    staging = piece.root / f"slice-{piece.index}"
     shutil.rmtree(staging, ignore_errors=True)  # a retried slice starts again
     staging.mkdir()
     state = Day(
@@ -208,203 +182,31 @@ def ingest_slice(home: DataHome, piece: Slice, who: str = "", folder: str | None
 
 
 class SliceFailed(RuntimeError):
-    """A slice's reading failed on the day's machine: the day is not written."""
+    """A slice could not be read: the day is not written."""
 
 
-def claim_slice(home: DataHome, piece: Slice, who: str) -> bool:
-    """Read ``piece`` unless another process holds it or it is read; False when it was not this one's to
-    read. The claim is a file lock in the split's folder (the system releases it when its holder dies);
-    while reading, the holder touches the slice's heartbeat file, so the day's machine can read a slice
-    again whose holder went silent. Each reading has a folder of its own; the first to finish wins."""
-    lock = FileLock(piece.root / f"slice-{piece.index}.lock", timeout=0)
-    try:
-        lock.acquire()
-    except LockHeld:
-        return False
-    try:
-        if _done_marker(piece).exists():
-            return False
-        with _Heartbeat(piece.root / f"slice-{piece.index}.alive"):
-            read_attempt(home, piece, who)
-        return True
-    finally:
-        lock.release()
-
-
-def read_attempt(home: DataHome, piece: Slice, who: str) -> bool:
-    """One reading of ``piece`` in a folder of its own; True if it was the first to finish (its result is
-    the slice's), False if another had (its folder is removed)."""
-    folder = f"slice-{piece.index}.{uuid.uuid4().hex[:8]}"
-    try:
-        out = ingest_slice(home, piece, who, folder)
-    except BaseException:
-        shutil.rmtree(piece.root / folder, ignore_errors=True)
-        raise
-    tmp = piece.root / f"{folder}.done"
-    tmp.write_text(str(out.relative_to(piece.root)))
-    try:
-        os.link(tmp, _done_marker(piece))  # atomic, and fails if another reading finished first
-        return True
-    except FileExistsError:
-        shutil.rmtree(piece.root / folder, ignore_errors=True)
-        return False
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def offered_slice(task: str, who: str) -> str:
-    """A slice another machine offered (``task``: its task file), read here if it is still to be read
-    and this machine sees its files as the day's machine saw them and runs the same ingest code; what
-    happened, in words. A failure here is left to the day's machine, which reads the slice itself."""
-    path = Path(task)
-    if not (_TASK.fullmatch(path.name) and _SPLIT.fullmatch(path.parent.name)):
-        return f"refused: {task} is not a slice's task file"
-    try:
-        st = path.stat()
-        if st.st_uid != os.getuid() or st.st_mode & 0o022:
-            return f"refused: {task} is not this user's, or others may write it"
-        home, piece = load_task(path)
-    except FileNotFoundError:
-        return "nothing to do: its day is over"
-    except (ValueError, KeyError, TypeError) as err:  # HandoffVersion among them: another version's task
-        return f"declined: {task} is not a task this code reads ({err})"[:500]
-    if piece.code != code_stamp():
-        return f"declined slice {piece.key} of day {piece.day}: the ingest code here differs from the day's"
-    if differing := _files_differ(home, piece):
-        return f"declined slice {piece.key} of day {piece.day}: {differing} differs here or cannot be read"
-    try:
-        if claim_slice(home, piece, who):
-            return f"read slice {piece.key} of day {piece.day}"
-    except Exception as err:  # the day's machine reads it instead
-        return f"failed here, left to the day's machine: slice {piece.key} of day {piece.day}: {err!r}"[:500]
-    return f"nothing to do: slice {piece.key} of day {piece.day} is read elsewhere"
-
-
-def read_slices(
-    home: DataHome,
-    slices: list[Slice],
-    processes: int = 0,
-    offer: Offer | None = None,
-) -> list[Path]:
-    """Phase 2 of every slice; the slices' sealed states, in slice order. Slices are read here in Python
-    processes of their own, ``processes`` at a time (0: one per core of this machine); with ``offer`` (by
-    default, the process's ``offer_slices_with``), they are also offered to other machines (``offer`` sends
-    their task files), and whichever claims a slice first reads it. A slice whose holder died, or went
-    silent for ``SILENT_S``, is read again here. The first slice that fails here stops the others and
-    raises ``SliceFailed`` naming it, its files and its last error lines."""
-    width = processes or os.cpu_count() or 1
-    offer = offer or _process_offer
+def write_tasks(home: DataHome, slices: list[Slice]) -> list[Path]:
+    """Each slice's task file, in its split's folder: what a step reading it anywhere is given."""
     tasks = []
     for piece in slices:
         tasks.append(piece.root / f"slice-{piece.index}.task.json")
         day_handoff.save_task(tasks[-1], home, piece)
-    if offer is not None:
-        offer(tasks)
-    me = f"{socket.gethostname()}:{os.getpid()}"
-    pending = dict(zip([s.index for s in slices], zip(slices, tasks, strict=True), strict=True))
-    running: dict[subprocess.Popen, Slice] = {}
-    held_since: dict[int, float] = {}
-    rescued: set[int] = set()
+    return tasks
+
+
+def read_task(task: Path, who: str) -> Path:
+    """Phase 2 of the slice that ``task`` names, read by ``who`` (for the day's record); the path of its
+    sealed state. ``SliceFailed`` names the slice, its files and the error, also when this process runs
+    other ingest code than the day's, or sees one of its files otherwise (another machine)."""
+    home, piece = load_task(task)
+    if piece.code != code_stamp():
+        raise SliceFailed(_failure(home, piece, "the ingest code here differs from the day's"))
+    if differing := _files_differ(home, piece):
+        raise SliceFailed(_failure(home, piece, f"{differing} differs here or cannot be read"))
     try:
-        while pending:
-            mine = set(running.values())
-            for index, (piece, task) in list(pending.items()):
-                if _done_marker(piece).exists():
-                    del pending[index]
-                    continue
-                if piece in mine or len(running) >= width:
-                    continue
-                rescue = False
-                if not _free(piece):
-                    held_since.setdefault(index, time.monotonic())
-                    if index in rescued or not _silent(piece, held_since[index]):
-                        continue
-                    rescue = True
-                    rescued.add(index)
-                with open(_error_log(piece), "ab") as err:
-                    code = (
-                        f"from {__name__} import _slice_process; "
-                        f"_slice_process({str(task)!r}, {me!r}, {rescue!r})"
-                    )
-                    proc = subprocess.Popen(
-                        [sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=err
-                    )
-                running[proc] = piece
-                mine.add(piece)
-            time.sleep(POLL_S)
-            for proc in [p for p in running if p.poll() is not None]:
-                piece = running.pop(proc)
-                if (rc := proc.returncode) != 0:
-                    how = f"exit code {rc}" if rc > 0 else f"killed by signal {-rc}"
-                    lines = _error_log(piece).read_text(errors="replace").strip().splitlines()
-                    raise SliceFailed(_failure(home, piece, "\n".join(lines[-SLICE_ERROR_LINES:]), how))
-    finally:
-        for proc in running:
-            proc.kill()
-            proc.wait()
-    return [piece.root / _done_marker(piece).read_text() for piece in slices]
-
-
-def _slice_process(task: str, who: str, rescue: bool) -> None:
-    threading.Thread(target=_die_with, args=(os.getppid(),), daemon=True).start()
-    home, piece = load_task(Path(task))
-    who = f"{who} (process {os.getpid()})"
-    if rescue:  # its holder went silent: read it beside it, without its claim
-        read_attempt(home, piece, who)
-    else:
-        claim_slice(home, piece, who)
-
-
-def _die_with(parent: int) -> None:
-    """A slice's process ends when the day's process is gone (killed, say): nobody would read its result."""
-    while os.getppid() == parent:
-        time.sleep(1.0)
-    os._exit(1)
-
-
-class _Heartbeat:
-    """Touches ``path`` every HEARTBEAT_S while the block runs."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._beat, daemon=True)
-
-    def __enter__(self) -> None:
-        self.path.touch()
-        self.thread.start()
-
-    def _beat(self) -> None:
-        while not self.stop.wait(HEARTBEAT_S):
-            with contextlib.suppress(OSError):
-                os.utime(self.path)
-
-    def __exit__(self, *_exc) -> None:
-        self.stop.set()
-        self.thread.join()
-
-
-def _silent(piece: Slice, held_since: float) -> bool:
-    """The slice's holder showed no life for SILENT_S (its heartbeat, or since its claim was first seen)."""
-    try:
-        quiet = time.time() - (piece.root / f"slice-{piece.index}.alive").stat().st_mtime
-    except FileNotFoundError:
-        quiet = time.monotonic() - held_since
-    return quiet > SILENT_S
-
-
-def _free(piece: Slice) -> bool:
-    """Nobody holds the slice's claim (it may be taken before this machine's reader takes it). A claim
-    that cannot be made at all counts as free: the reader started for it says why."""
-    lock = FileLock(piece.root / f"slice-{piece.index}.lock", timeout=0)
-    try:
-        lock.acquire()
-    except LockHeld:
-        return False
-    except OSError:
-        return True
-    lock.release()
-    return True
+        return ingest_slice(home, piece, who)
+    except Exception as err:
+        raise SliceFailed(_failure(home, piece, f"{type(err).__name__}: {err}")) from err
 
 
 def _files_differ(home: DataHome, piece: Slice) -> str | None:
@@ -430,23 +232,14 @@ def code_stamp() -> str:
     return h.hexdigest()[:16]
 
 
-def _done_marker(piece: Slice) -> Path:
-    return piece.root / f"slice-{piece.index}.done"
-
-
-def _error_log(piece: Slice) -> Path:
-    return piece.root / f"slice-{piece.index}.stderr"
-
-
-def _failure(home: DataHome, piece: Slice, detail: str, how: str) -> str:
+def _failure(home: DataHome, piece: Slice, detail: str) -> str:
     settled = day_handoff.load_settled(home, piece.root / SETTLED)
     names = [settled.book.files[i].lf.relpath for i in piece.files]
     shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
     lines = detail.strip().splitlines()[-SLICE_ERROR_LINES:]
     return (
         f"day {piece.day}: slice {piece.key} ({len(names)} files of source {piece.source}: {shown}) "
-        f"failed ({how}); nothing of the day was written. Its last error lines:\n"
-        + ("\n".join(lines) or "(it wrote no error)")
+        "could not be read; nothing of the day was written: " + "\n".join(lines)
     )
 
 
