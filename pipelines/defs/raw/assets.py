@@ -119,9 +119,7 @@ def settle_day_slices(context: dg.OpExecutionContext, fleet: FleetHome):
         yield dg.DynamicOutput(str(task), mapping_key=load_task(task)[1].key)
 
 
-@dg.op(
-    retry_policy=dg.RetryPolicy(max_retries=1)
-)  # a lost mount or a full disk may pass; bad rows never fail
+@dg.op(retry_policy=dg.RetryPolicy(max_retries=1))  # a lost mount may come back; bad rows never fail
 def read_slice(task: str) -> str:
     """One slice of the day read against its settled runs: the path of its sealed state."""
     return str(read_task(Path(task), reader_name()))
