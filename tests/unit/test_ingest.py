@@ -316,3 +316,37 @@ def test_a_full_disk_while_writing_a_staged_footer_is_not_taken_for_success(tmp_
     monkeypatch.setattr(pq.ParquetWriter, "close", no_room)
     with pytest.raises(OSError, match="No space left"):
         staged.close()
+
+
+def test_staged_samples_dictionary_encode_the_columns_whose_values_repeat(tmp_path):
+    """Rounded readings are dictionary-encoded, full-precision ones stay plain (a dictionary would only
+    cost them); text columns follow their own list; the values read back unchanged."""
+    from pipelines.lib.ingest.staging import StagedParquet, repetitive_columns
+
+    rng = np.random.default_rng(0)
+    n = 4_000
+    table = pa.table(
+        {
+            "run_id": pa.array([f"r{i % 3}" for i in range(n)]),
+            "note": pa.array([f"n{i}" for i in range(n)]),
+            "rounded_util": pa.array(np.round(rng.random(n), 2)),
+            "precise_util": pa.array(rng.random(n)),
+            "ts": pa.array((np.arange(n) // 50 * 300_000_000).astype("datetime64[us]")),
+            "always_null": pa.nulls(n, pa.float64()),
+        }
+    )
+    assert repetitive_columns(table) == ["rounded_util", "ts", "always_null"]
+    staged = StagedParquet(
+        tmp_path / "x.parquet", table.schema, use_dictionary=["run_id"], dictionary_where_repetitive=True
+    )
+    staged.write(table)
+    staged.write(table)
+    path = staged.close()
+    meta = pq.ParquetFile(path).metadata
+    dictionary = {
+        meta.schema.column(i).name
+        for i in range(meta.num_columns)
+        if "RLE_DICTIONARY" in meta.row_group(1).column(i).encodings
+    }
+    assert dictionary == {"run_id", "rounded_util", "ts", "always_null"}
+    assert pq.read_table(path).equals(pa.concat_tables([table, table]))
