@@ -88,8 +88,11 @@ class StagedParquet:
         always = self.options.get("use_dictionary", True)
         if not self.dictionary_where_repetitive or always is True:
             return self.options
-        more = [c for c in repetitive_columns(first) if c not in always]
-        return {**self.options, "use_dictionary": [*always, *more]}
+        listed = list(always or [])  # False: none listed
+        return {
+            **self.options,
+            "use_dictionary": listed + [c for c in repetitive_columns(first) if c not in listed],
+        }
 
     def write(self, table: pa.Table) -> int:
         """Queue one batch; returns its row-group index."""
